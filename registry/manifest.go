@@ -1,0 +1,118 @@
+package registry
+
+// Connector types.
+const (
+	TypeOpenAPI   = "openapi"
+	TypeMCPRemote = "mcp_remote"
+	TypeMCPLocal  = "mcp_local"
+)
+
+// Auth modes an app instance may use. A connector lists the ones it supports
+// in Auth.Modes.
+const (
+	ModeAPIKey            = "apiKey"
+	ModeAccessToken       = "accessToken"
+	ModeClientCredentials = "clientCredentials"
+	ModeOAuth             = "oauth"
+	ModeOAuthCentral      = "oauthCentral"
+	ModeJWT               = "jwt"
+)
+
+// Manifest is a connector's connector.json.
+type Manifest struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Version     string   `json:"version"`
+	Type        string   `json:"type"`
+	Scope       string   `json:"scope"`
+	Requires    []string `json:"requires,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+	Description string   `json:"user_description,omitempty"`
+	Auth        Auth     `json:"auth"`
+	Docs        Docs     `json:"docs,omitempty"`
+	Env         []Field  `json:"env,omitempty"`
+	Icons       Icons    `json:"icons,omitempty"`
+
+	// OpenAPI is the path, inside the connector folder, of the vendor's
+	// OpenAPI description (type openapi).
+	OpenAPI string `json:"openapi,omitempty"`
+	// Mapping is the path of the entity mapping file, if any.
+	Mapping string `json:"mapping,omitempty"`
+	// BaseURL is the upstream base URL. It may hold {ENV:NAME} placeholders
+	// filled from the instance's fields, so that the URL itself is a row of
+	// the instance, never code. Empty means the description's first server.
+	BaseURL string `json:"base_url,omitempty"`
+}
+
+// Field is one value an app instance of the connector is configured with.
+// Every field value is stored as its own encrypted row; Secret fields are
+// write-only through every API.
+type Field struct {
+	Name        string `json:"name"`
+	Label       string `json:"label"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+	Secret      bool   `json:"secret,omitempty"`
+	Default     string `json:"default,omitempty"`
+	Example     string `json:"example,omitempty"`
+}
+
+// Auth says how the connector authenticates to the vendor.
+type Auth struct {
+	// Type is the manifest's auth summary: api_key, oauth2, password or none.
+	Type string `json:"type"`
+	// Modes lists the auth modes (ModeAPIKey, ...) an instance may choose.
+	Modes []string `json:"modes"`
+	// Delivery is where an API key or token goes: header, query or cookie.
+	Delivery string `json:"delivery,omitempty"`
+	// Param is the header, query parameter or cookie name.
+	Param string `json:"param,omitempty"`
+	// Format renders the delivered value; {SECRET:NAME} is replaced by the
+	// field NAME. Empty means the bare value of Field.
+	Format string `json:"format,omitempty"`
+	// Field names the env field that holds the API key (mode apiKey).
+	Field string `json:"field,omitempty"`
+	// TokenField names the env field that holds a ready bearer token (mode
+	// accessToken). Delivered as "Authorization: Bearer <token>".
+	TokenField string `json:"token_field,omitempty"`
+	// Provider is the platform OAuth provider slug (modes oauth, oauthCentral).
+	Provider string `json:"provider,omitempty"`
+	// Scopes are the OAuth scopes the connector needs.
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// Docs are the connector's human and agent-facing texts.
+type Docs struct {
+	// LLMShortDescription is a one-paragraph description for agents.
+	LLMShortDescription string `json:"llm_short_description,omitempty"`
+	// Guide is the path of the agent-facing usage guide (Markdown).
+	Guide string `json:"guide,omitempty"`
+	// URL is the vendor's API documentation.
+	URL string `json:"url,omitempty"`
+}
+
+// Icons are paths, inside the connector folder, of the connector's icons.
+type Icons struct {
+	Small string `json:"small,omitempty"`
+	Large string `json:"large,omitempty"`
+}
+
+// Field returns the env field with the given name.
+func (m *Manifest) Field(name string) (Field, bool) {
+	for _, f := range m.Env {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
+
+// SupportsMode reports whether the connector allows the auth mode.
+func (m *Manifest) SupportsMode(mode string) bool {
+	for _, x := range m.Auth.Modes {
+		if x == mode {
+			return true
+		}
+	}
+	return false
+}

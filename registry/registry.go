@@ -1,0 +1,110 @@
+package registry
+
+import (
+	"net/http"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Connector is a loaded, verified connector package.
+type Connector struct {
+	Manifest Manifest
+	// API is the compiled registry (type openapi); nil for other types.
+	API *API
+	// Guide is the agent-facing usage guide, if the package has one.
+	Guide string
+	// Files holds the bytes of the package's verified files by path, for
+	// serving icons and docs.
+	Files map[string][]byte
+}
+
+// API is the entity -> action -> operation registry compiled from one
+// OpenAPI description. It is immutable once compiled and safe for
+// concurrent use.
+type API struct {
+	Title string
+	// Servers are the description's server URLs, variables substituted
+	// with their defaults.
+	Servers []string
+	// Entities are sorted by name. Each becomes one MCP tool.
+	Entities []*Entity
+	// Problems are operations left out of the registry, with the reason
+	// (one bad operation never breaks the whole API).
+	Problems []string
+
+	entities map[string]*Entity
+	ops      map[string]*Operation // by Name and by original ID
+}
+
+// Entity is a group of operations on one kind of thing (issues, pulls, ...).
+// It becomes one MCP tool whose "action" argument selects the operation.
+type Entity struct {
+	// Name matches ^[a-zA-Z0-9_-]{1,64}$.
+	Name        string
+	Description string // ≤ 1024 characters
+	Actions     []*Action
+	// InputSchema is the tool's input schema: an object with an "action"
+	// enum plus the parameters of its actions; no $ref, items on every
+	// array.
+	InputSchema *jsonschema.Schema
+	Annotations Annotations
+}
+
+// Annotations are behaviour hints derived from HTTP methods.
+type Annotations struct {
+	ReadOnly    bool // every action is GET or HEAD
+	Destructive bool // some action is DELETE
+	Idempotent  bool // every action is GET, HEAD, PUT or DELETE
+}
+
+// Action is one operation as an entity's action.
+type Action struct {
+	// Name is the action's value in the "action" enum (such as "list").
+	Name string
+	Op   *Operation
+}
+
+// Operation is one upstream HTTP operation.
+type Operation struct {
+	// ID is the operationId as in the description (App mode addresses it).
+	ID string
+	// Name is a valid, unique tool-safe name derived from ID.
+	Name        string
+	Method      string
+	Path        string // with {param} templates, possibly mid-segment
+	Summary     string
+	Description string
+	Params      []Param
+	Body        *Body
+	// Server overrides the API's server for this operation, if set.
+	Server string
+	// InputSchema is the object schema of this operation's arguments:
+	// one property per parameter by name, plus "body" when it has one.
+	InputSchema *jsonschema.Schema
+
+	resolved *jsonschema.Resolved
+}
+
+// Param is one path, query, header or cookie parameter.
+type Param struct {
+	Name     string
+	In       string // path, query, header, cookie
+	Required bool
+	Style    string // OpenAPI style; empty means the default for In
+	Explode  *bool
+	Schema   *jsonschema.Schema
+}
+
+// Body is an operation's request body.
+type Body struct {
+	ContentType string
+	Required    bool
+	Schema      *jsonschema.Schema
+}
+
+// Applier injects upstream credentials into an outgoing request. The auth
+// package implements it for each auth mode; the registry never sees a
+// credential value.
+type Applier interface {
+	Apply(req *http.Request) error
+}

@@ -1,0 +1,220 @@
+package secrets
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/database"
+)
+
+// Ref names one secret row. Tenant is empty for platform-scope rows.
+type Ref struct {
+	Tenant switchboard.TenantID
+	// Owner is what the value belongs to: "instance:<id>" for an app
+	// instance's fields, "platform:<...>" for platform rows, and so on.
+	Owner string
+	// Name is the value's name, such as a connector field name.
+	Name string
+}
+
+// Meta describes a stored secret without its value.
+type Meta struct {
+	Name      string
+	KeyID     string
+	UpdatedAt time.Time
+}
+
+// Store is the encrypted one-value-per-row store.
+type Store struct {
+	db   *database.DB
+	keys *Keyring
+	now  func() time.Time
+}
+
+// NewStore returns a store over db sealing with keys.
+func NewStore(db *database.DB, keys *Keyring) *Store {
+	return &Store{db: db, keys: keys, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// Put stores (or replaces) the value of ref.
+func (s *Store) Put(ctx context.Context, ref Ref, v Secret) error {
+	return s.Write(ctx, s.db, ref, v)
+}
+
+// Write stores (or replaces) the value of ref through q, so that other
+// stores can write secret rows inside their own transaction.
+func (s *Store) Write(ctx context.Context, q database.Querier, ref Ref, v Secret) error {
+	keyID, ct, err := s.keys.Seal(ref, []byte(v.Reveal()))
+	if err != nil {
+		return fmt.Errorf("sealing %s: %w", ref.Name, err)
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO secrets (tenant_id, owner, name, key_id, ciphertext, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (tenant_id, owner, name) DO UPDATE
+		SET key_id = excluded.key_id, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at`,
+		string(ref.Tenant), ref.Owner, ref.Name, keyID, ct, s.now())
+	if err != nil {
+		return fmt.Errorf("writing secret %s: %w", ref.Name, err)
+	}
+	return nil
+}
+
+// Get returns the value of ref, or an error wrapping switchboard.ErrNotFound.
+func (s *Store) Get(ctx context.Context, ref Ref) (Secret, error) {
+	var (
+		keyID string
+		ct    []byte
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT key_id, ciphertext FROM secrets
+		WHERE tenant_id = $1 AND owner = $2 AND name = $3`,
+		string(ref.Tenant), ref.Owner, ref.Name).Scan(&keyID, &ct)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Secret{}, switchboard.E(switchboard.ErrNotFound, "secret_not_set", "%s is not set", ref.Name)
+	}
+	if err != nil {
+		return Secret{}, fmt.Errorf("reading secret %s: %w", ref.Name, err)
+	}
+	pt, err := s.keys.Open(ref, keyID, ct)
+	if err != nil {
+		return Secret{}, err
+	}
+	return New(string(pt)), nil
+}
+
+// GetAll returns every value of one owner, by name, in one query.
+func (s *Store) GetAll(ctx context.Context, tenant switchboard.TenantID, owner string) (map[string]Secret, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, key_id, ciphertext FROM secrets
+		WHERE tenant_id = $1 AND owner = $2`, string(tenant), owner)
+	if err != nil {
+		return nil, fmt.Errorf("reading secrets of %s: %w", owner, err)
+	}
+	defer rows.Close()
+	out := map[string]Secret{}
+	for rows.Next() {
+		var (
+			name, keyID string
+			ct          []byte
+		)
+		if err := rows.Scan(&name, &keyID, &ct); err != nil {
+			return nil, err
+		}
+		pt, err := s.keys.Open(Ref{Tenant: tenant, Owner: owner, Name: name}, keyID, ct)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = New(string(pt))
+	}
+	return out, rows.Err()
+}
+
+// List describes the secrets of one owner, sorted by name, without values.
+func (s *Store) List(ctx context.Context, tenant switchboard.TenantID, owner string) ([]Meta, error) {
+	return s.ListQ(ctx, s.db, tenant, owner)
+}
+
+// ListQ is List through q.
+func (s *Store) ListQ(ctx context.Context, q database.Querier, tenant switchboard.TenantID, owner string) ([]Meta, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, key_id, updated_at FROM secrets
+		WHERE tenant_id = $1 AND owner = $2 ORDER BY name`, string(tenant), owner)
+	if err != nil {
+		return nil, fmt.Errorf("listing secrets of %s: %w", owner, err)
+	}
+	defer rows.Close()
+	var out []Meta
+	for rows.Next() {
+		var m Meta
+		if err := rows.Scan(&m.Name, &m.KeyID, &m.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Delete removes one row; deleting a missing row is not an error.
+func (s *Store) Delete(ctx context.Context, q database.Querier, ref Ref) error {
+	if q == nil {
+		q = s.db
+	}
+	_, err := q.ExecContext(ctx, `DELETE FROM secrets WHERE tenant_id = $1 AND owner = $2 AND name = $3`,
+		string(ref.Tenant), ref.Owner, ref.Name)
+	if err != nil {
+		return fmt.Errorf("deleting secret %s: %w", ref.Name, err)
+	}
+	return nil
+}
+
+// DeleteOwner removes every row of one owner through q.
+func (s *Store) DeleteOwner(ctx context.Context, q database.Querier, tenant switchboard.TenantID, owner string) error {
+	if q == nil {
+		q = s.db
+	}
+	_, err := q.ExecContext(ctx, `DELETE FROM secrets WHERE tenant_id = $1 AND owner = $2`, string(tenant), owner)
+	if err != nil {
+		return fmt.Errorf("deleting secrets of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// Rotate re-seals, under the primary key, every row sealed with another key,
+// a batch at a time, and returns how many rows it re-sealed. It runs online:
+// readers open either ciphertext while it works.
+func (s *Store) Rotate(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := s.rotateBatch(ctx, 200)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+func (s *Store) rotateBatch(ctx context.Context, limit int) (int, error) {
+	n := 0
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT tenant_id, owner, name, key_id, ciphertext FROM secrets
+			WHERE key_id <> $1 LIMIT $2`, s.keys.PrimaryID(), limit)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			ref Ref
+			pt  []byte
+		}
+		var todo []row
+		for rows.Next() {
+			var (
+				tenant, keyID string
+				r             row
+				ct            []byte
+			)
+			if err := rows.Scan(&tenant, &r.ref.Owner, &r.ref.Name, &keyID, &ct); err != nil {
+				rows.Close()
+				return err
+			}
+			r.ref.Tenant = switchboard.TenantID(tenant)
+			if r.pt, err = s.keys.Open(r.ref, keyID, ct); err != nil {
+				rows.Close()
+				return err
+			}
+			todo = append(todo, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range todo {
+			if err := s.Write(ctx, tx, r.ref, New(string(r.pt))); err != nil {
+				return err
+			}
+		}
+		n = len(todo)
+		return nil
+	})
+	return n, err
+}
