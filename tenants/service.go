@@ -1,0 +1,364 @@
+package tenants
+
+import (
+	"context"
+
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/secrets"
+)
+
+// Catalog is where the service finds connectors; *registry.Catalog is one.
+type Catalog interface {
+	Connector(id string) (*registry.Connector, bool)
+}
+
+// Change tells subscribers that something a cache may hold changed.
+type Change struct {
+	Tenant     switchboard.TenantID
+	TenantSlug string
+	// Instance is the slug of the changed instance, if any.
+	Instance string
+	// Caller is the changed (revoked) caller, if any.
+	Caller switchboard.CallerID
+}
+
+// Service applies the rules of tenants, instances and callers on top of the
+// store: validation against the connector manifest, masking of secret
+// values, and change notification for caches.
+type Service struct {
+	store   *Store
+	catalog Catalog
+
+	mu   sync.RWMutex
+	subs []func(Change)
+}
+
+// NewService returns a service over store validating against catalog.
+func NewService(store *Store, catalog Catalog) *Service {
+	return &Service{store: store, catalog: catalog}
+}
+
+// Store returns the underlying store.
+func (s *Service) Store() *Store { return s.store }
+
+// Subscribe registers fn to be called after every committed change.
+func (s *Service) Subscribe(fn func(Change)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs = append(s.subs, fn)
+}
+
+func (s *Service) notify(c Change) {
+	s.mu.RLock()
+	subs := slices.Clone(s.subs)
+	s.mu.RUnlock()
+	for _, fn := range subs {
+		fn(c)
+	}
+}
+
+func invalid(code, format string, args ...any) error {
+	return switchboard.E(switchboard.ErrInvalid, code, format, args...)
+}
+
+// CreateTenant validates and creates a tenant.
+func (s *Service) CreateTenant(ctx context.Context, slug, name string) (*Tenant, error) {
+	if !switchboard.ValidSlug(slug) {
+		return nil, invalid("invalid_slug", "slug must be 1-63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit")
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		name = slug
+	}
+	if len(name) > 200 {
+		return nil, invalid("invalid_name", "name must be at most 200 characters")
+	}
+	return s.store.CreateTenant(ctx, slug, name)
+}
+
+// Tenant returns a tenant by slug.
+func (s *Service) Tenant(ctx context.Context, slug string) (*Tenant, error) {
+	return s.store.Tenant(ctx, slug)
+}
+
+// ListTenants returns every tenant.
+func (s *Service) ListTenants(ctx context.Context) ([]*Tenant, error) {
+	return s.store.ListTenants(ctx)
+}
+
+// InstallRequest is the desired state of an instance. Fields maps a field
+// name to its value; a JSON null clears the stored value; a field that is
+// absent keeps its stored value, so secrets need not be re-entered.
+type InstallRequest struct {
+	ConnectorID string                     `json:"connector_id"`
+	AuthMode    string                     `json:"auth_mode"`
+	Fields      map[string]*secrets.Secret `json:"fields,omitempty"`
+	Agents      []string                   `json:"agents"`
+}
+
+// FieldView describes one field of an instance without revealing secrets.
+type FieldView struct {
+	Name   string `json:"name"`
+	Secret bool   `json:"secret"`
+	Set    bool   `json:"set"`
+	// Value is shown for fields the manifest does not mark secret.
+	Value     string     `json:"value,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+}
+
+// InstanceView is an instance as the admin API shows it.
+type InstanceView struct {
+	*Instance
+	Fields []FieldView `json:"fields"`
+}
+
+var agentPattern = regexp.MustCompile(`^[A-Za-z0-9._:@/+-]{1,128}$`)
+
+// MaxAgents bounds an instance's allowlist.
+const MaxAgents = 256
+
+// Install creates or updates an instance idempotently. Everything is
+// validated before anything is written; a failure writes nothing.
+func (s *Service) Install(ctx context.Context, tenantSlug, slug string, req InstallRequest) (*InstanceView, bool, error) {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return nil, false, err
+	}
+	if !switchboard.ValidSlug(slug) {
+		return nil, false, invalid("invalid_slug", "instance slug must be 1-63 lower-case letters, digits and single hyphens")
+	}
+	conn, ok := s.catalog.Connector(req.ConnectorID)
+	if !ok {
+		return nil, false, invalid("unknown_connector", "connector %q is not in the catalog", req.ConnectorID)
+	}
+	m := &conn.Manifest
+	if req.AuthMode == "" && len(m.Auth.Modes) > 0 {
+		req.AuthMode = m.Auth.Modes[0]
+	}
+	if !m.SupportsMode(req.AuthMode) {
+		return nil, false, invalid("unsupported_auth_mode", "connector %s supports auth modes %s, not %q",
+			m.ID, strings.Join(m.Auth.Modes, ", "), req.AuthMode)
+	}
+	if len(req.Agents) > MaxAgents {
+		return nil, false, invalid("invalid_agents", "at most %d agents may be listed", MaxAgents)
+	}
+	agents := make([]string, 0, len(req.Agents))
+	for _, a := range req.Agents {
+		if !agentPattern.MatchString(a) {
+			return nil, false, invalid("invalid_agents", "agent id %q must be 1-128 letters, digits or . _ : @ / + -", truncate(a, 40))
+		}
+		if !slices.Contains(agents, a) {
+			agents = append(agents, a)
+		}
+	}
+	sort.Strings(agents)
+	var undeclared []string
+	set := map[string]secrets.Secret{}
+	var clear []string
+	for name, v := range req.Fields {
+		if _, ok := m.Field(name); !ok {
+			undeclared = append(undeclared, name)
+			continue
+		}
+		if v == nil {
+			clear = append(clear, name)
+			continue
+		}
+		if len(v.Reveal()) > 16<<10 {
+			return nil, false, invalid("invalid_field", "field %s is longer than 16 KiB", name)
+		}
+		set[name] = *v
+	}
+	if len(undeclared) > 0 {
+		sort.Strings(undeclared)
+		return nil, false, invalid("undeclared_field", "connector %s does not declare field(s) %s; it declares %s",
+			m.ID, strings.Join(undeclared, ", "), fieldNames(m))
+	}
+	check := func(stored map[string]bool) error {
+		var missing []string
+		for _, f := range m.Env {
+			if f.Required && f.Default == "" && !stored[f.Name] {
+				missing = append(missing, f.Name)
+			}
+		}
+		if len(missing) > 0 {
+			return invalid("missing_field", "connector %s requires field(s) %s", m.ID, strings.Join(missing, ", "))
+		}
+		return nil
+	}
+	in, created, err := s.store.PutInstance(ctx, t.ID, InstanceChange{
+		Slug: slug, ConnectorID: m.ID, ConnectorVersion: m.Version, AuthMode: req.AuthMode,
+		Agents: agents, Set: set, Clear: clear, Check: check,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug})
+	view, err := s.view(ctx, in)
+	return view, created, err
+}
+
+func fieldNames(m *registry.Manifest) string {
+	var names []string
+	for _, f := range m.Env {
+		names = append(names, f.Name)
+	}
+	if len(names) == 0 {
+		return "no fields"
+	}
+	return strings.Join(names, ", ")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// view renders an instance with its fields: secret ones as set / not set
+// and when they were last updated, the others with their value.
+func (s *Service) view(ctx context.Context, in *Instance) (*InstanceView, error) {
+	metas, err := s.store.secrets.List(ctx, in.TenantID, in.SecretOwner())
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]secrets.Meta{}
+	for _, m := range metas {
+		byName[m.Name] = m
+	}
+	v := &InstanceView{Instance: in, Fields: []FieldView{}}
+	conn, ok := s.catalog.Connector(in.ConnectorID)
+	if !ok {
+		return v, nil
+	}
+	var values map[string]secrets.Secret
+	for _, f := range conn.Manifest.Env {
+		fv := FieldView{Name: f.Name, Secret: f.Secret}
+		if meta, ok := byName[f.Name]; ok {
+			fv.Set = true
+			at := meta.UpdatedAt
+			fv.UpdatedAt = &at
+			if !f.Secret {
+				if values == nil {
+					if values, err = s.store.secrets.GetAll(ctx, in.TenantID, in.SecretOwner()); err != nil {
+						return nil, err
+					}
+				}
+				fv.Value = values[f.Name].Reveal()
+			}
+		}
+		v.Fields = append(v.Fields, fv)
+	}
+	return v, nil
+}
+
+// Instance returns one instance of a tenant, fields masked.
+func (s *Service) Instance(ctx context.Context, tenantSlug, slug string) (*InstanceView, error) {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return nil, err
+	}
+	in, err := s.store.Instance(ctx, t.ID, slug)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(ctx, in)
+}
+
+// ListInstances returns a tenant's instances, fields masked.
+func (s *Service) ListInstances(ctx context.Context, tenantSlug string) ([]*InstanceView, error) {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return nil, err
+	}
+	ins, err := s.store.ListInstances(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*InstanceView, 0, len(ins))
+	for _, in := range ins {
+		v, err := s.view(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// DeleteInstance deletes an instance and its secret rows.
+func (s *Service) DeleteInstance(ctx context.Context, tenantSlug, slug string) error {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.DeleteInstance(ctx, t.ID, slug); err != nil {
+		return err
+	}
+	s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug})
+	return nil
+}
+
+// CallerRequest describes a credential to issue.
+type CallerRequest struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Trusted bool   `json:"trusted"`
+	AgentID string `json:"agent_id,omitempty"`
+	UserID  string `json:"user_id,omitempty"`
+}
+
+// CreateCaller validates and issues a caller credential. The returned
+// token is shown once.
+func (s *Service) CreateCaller(ctx context.Context, tenantSlug string, req CallerRequest) (*Caller, secrets.Secret, error) {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return nil, secrets.Secret{}, err
+	}
+	if !ValidKind(req.Kind) {
+		return nil, secrets.Secret{}, invalid("invalid_kind", "kind must be %s, %s or %s", KindAgentPlatform, KindCron, KindKnowledgeSync)
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Name == "" || len(req.Name) > 200 {
+		return nil, secrets.Secret{}, invalid("invalid_name", "name is required and at most 200 characters")
+	}
+	if req.AgentID != "" && !agentPattern.MatchString(req.AgentID) {
+		return nil, secrets.Secret{}, invalid("invalid_agent_id", "agent_id must be 1-128 letters, digits or . _ : @ / + -")
+	}
+	if req.UserID != "" && !agentPattern.MatchString(req.UserID) {
+		return nil, secrets.Secret{}, invalid("invalid_user_id", "user_id must be 1-128 letters, digits or . _ : @ / + -")
+	}
+	return s.store.CreateCaller(ctx, t.ID, Caller{Name: req.Name, Kind: req.Kind, Trusted: req.Trusted, AgentID: req.AgentID, UserID: req.UserID})
+}
+
+// ListCallers returns a tenant's callers.
+func (s *Service) ListCallers(ctx context.Context, tenantSlug string) ([]*Caller, error) {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.ListCallers(ctx, t.ID)
+}
+
+// RevokeCaller revokes a caller; caches drop it at once.
+func (s *Service) RevokeCaller(ctx context.Context, tenantSlug string, id switchboard.CallerID) (*Caller, error) {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.store.RevokeCaller(ctx, t.ID, id)
+	if err != nil {
+		return nil, err
+	}
+	s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Caller: id})
+	return c, nil
+}
