@@ -1,0 +1,392 @@
+package openapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Limits that keep tool schemas small.
+const (
+	// maxDescription bounds every description we emit.
+	maxDescription = 1024
+	// maxDepth is the nesting depth below which schemas are replaced by a
+	// described placeholder.
+	maxDepth = 6
+	// maxNodes bounds the number of schema nodes converted for one
+	// operation; past it, subschemas become placeholders.
+	maxNodes = 4000
+)
+
+// converter turns kin-openapi schemas into self-contained JSON Schemas:
+// every $ref inlined, cycles and deep nesting cut with placeholders. A
+// converter is used for one operation at a time: every schema it returns is
+// a fresh tree (jsonschema-go requires that no node appears twice).
+type converter struct {
+	stack map[*openapi3.Schema]bool
+	nodes int
+}
+
+func newConverter() *converter {
+	return &converter{stack: map[*openapi3.Schema]bool{}}
+}
+
+// refName returns the last segment of a $ref ("#/components/schemas/X" -> "X").
+func refName(ref string) string {
+	if i := strings.LastIndexByte(ref, '/'); i >= 0 {
+		return ref[i+1:]
+	}
+	return ref
+}
+
+// truncate bounds s to n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// placeholder is what a schema that is not expanded becomes. It keeps the
+// target's type when that is a single, known type, so validation stays
+// permissive but meaningful.
+func placeholder(s *openapi3.Schema, why string) *jsonschema.Schema {
+	out := &jsonschema.Schema{Description: truncate(why, maxDescription)}
+	if s != nil && s.Type != nil && len(*s.Type) == 1 && len(s.OneOf) == 0 && len(s.AnyOf) == 0 {
+		out.Type = (*s.Type)[0]
+		if s.Nullable {
+			out.Type = ""
+			out.Types = []string{(*s.Type)[0], "null"}
+		}
+		if out.Type == "array" || hasType(out, "array") {
+			out.Items = &jsonschema.Schema{}
+		}
+	}
+	return out
+}
+
+// convert converts ref at the given depth. It never fails: anything it
+// cannot express becomes a permissive, described schema. Errors are
+// reserved for references the loader could not resolve.
+func (c *converter) convert(ref *openapi3.SchemaRef, depth int) (*jsonschema.Schema, error) {
+	if ref == nil {
+		return &jsonschema.Schema{}, nil
+	}
+	s := ref.Value
+	if s == nil {
+		if ref.Ref != "" {
+			return nil, fmt.Errorf("unresolved schema reference %q", ref.Ref)
+		}
+		return &jsonschema.Schema{}, nil
+	}
+	name := refName(ref.Ref)
+	if c.stack[s] {
+		if name == "" {
+			name = "an enclosing schema"
+		}
+		return placeholder(s, fmt.Sprintf("(recursive reference to %s, not expanded)", name)), nil
+	}
+	if depth > maxDepth || c.nodes >= maxNodes {
+		what := name
+		if what == "" {
+			what = "nested schema"
+		}
+		d := fmt.Sprintf("(%s, not expanded: nesting limit)", what)
+		if s.Description != "" {
+			d = truncate(s.Description, maxDescription-len(d)-1) + " " + d
+		}
+		return placeholder(s, d), nil
+	}
+	c.nodes++
+	if s.Always != nil {
+		if *s.Always {
+			return &jsonschema.Schema{}, nil
+		}
+		return &jsonschema.Schema{Not: &jsonschema.Schema{}}, nil
+	}
+	c.stack[s] = true
+	defer delete(c.stack, s)
+
+	out := &jsonschema.Schema{
+		Title:       truncate(s.Title, 200),
+		Description: truncate(s.Description, maxDescription),
+		Format:      s.Format,
+		Deprecated:  s.Deprecated,
+		ReadOnly:    s.ReadOnly,
+		WriteOnly:   s.WriteOnly,
+		UniqueItems: s.UniqueItems,
+		MultipleOf:  s.MultipleOf,
+		Minimum:     s.Min,
+		Maximum:     s.Max,
+	}
+	if s.Type != nil {
+		types := append([]string(nil), (*s.Type)...)
+		if s.Nullable && !contains(types, "null") {
+			types = append(types, "null")
+		}
+		setTypes(out, types)
+	}
+	if len(s.Enum) > 0 {
+		out.Enum = append([]any(nil), s.Enum...)
+		if s.Nullable && !containsAny(out.Enum, nil) {
+			out.Enum = append(out.Enum, nil)
+		}
+	}
+	if s.Const != nil {
+		v := s.Const
+		out.Const = &v
+	}
+	if s.Default != nil {
+		if b, err := json.Marshal(s.Default); err == nil {
+			out.Default = b
+		}
+	}
+	if eb := s.ExclusiveMin; eb.Value != nil {
+		out.ExclusiveMinimum = eb.Value
+	} else if eb.Bool != nil && *eb.Bool && s.Min != nil {
+		out.ExclusiveMinimum, out.Minimum = s.Min, nil
+	}
+	if eb := s.ExclusiveMax; eb.Value != nil {
+		out.ExclusiveMaximum = eb.Value
+	} else if eb.Bool != nil && *eb.Bool && s.Max != nil {
+		out.ExclusiveMaximum, out.Maximum = s.Max, nil
+	}
+	if s.MinLength > 0 {
+		out.MinLength = intPtr(s.MinLength)
+	}
+	if s.MaxLength != nil {
+		out.MaxLength = intPtr(*s.MaxLength)
+	}
+	if s.Pattern != "" && validPattern(s.Pattern) {
+		out.Pattern = s.Pattern
+	}
+	if s.MinItems > 0 {
+		out.MinItems = intPtr(s.MinItems)
+	}
+	if s.MaxItems != nil {
+		out.MaxItems = intPtr(*s.MaxItems)
+	}
+	if s.MinProps > 0 {
+		out.MinProperties = intPtr(s.MinProps)
+	}
+	if s.MaxProps != nil {
+		out.MaxProperties = intPtr(*s.MaxProps)
+	}
+
+	var err error
+	if s.Items != nil {
+		if out.Items, err = c.convert(s.Items, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range s.PrefixItems {
+		ps, err := c.convert(p, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out.PrefixItems = append(out.PrefixItems, ps)
+	}
+	if len(s.Properties) > 0 {
+		out.Properties = make(map[string]*jsonschema.Schema, len(s.Properties))
+		for _, k := range sortedKeys(s.Properties) {
+			ps, err := c.convert(s.Properties[k], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out.Properties[k] = ps
+		}
+	}
+	for _, k := range sortedKeys(s.PatternProperties) {
+		if !validPattern(k) {
+			continue
+		}
+		ps, err := c.convert(s.PatternProperties[k], depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if out.PatternProperties == nil {
+			out.PatternProperties = map[string]*jsonschema.Schema{}
+		}
+		out.PatternProperties[k] = ps
+	}
+	out.Required = dedupe(s.Required)
+	ap := s.AdditionalProperties
+	switch {
+	case ap.Has != nil && !*ap.Has:
+		out.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
+	case ap.Schema != nil:
+		if out.AdditionalProperties, err = c.convert(ap.Schema, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	if out.OneOf, err = c.convertList(s.OneOf, depth+1); err != nil {
+		return nil, err
+	}
+	if out.AnyOf, err = c.convertList(s.AnyOf, depth+1); err != nil {
+		return nil, err
+	}
+	if s.Not != nil {
+		if out.Not, err = c.convert(s.Not, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.AllOf) > 0 {
+		// allOf members are at the same nesting level as their parent.
+		all, err := c.convertList(s.AllOf, depth)
+		if err != nil {
+			return nil, err
+		}
+		if !mergeAllOf(out, all) {
+			out.AllOf = all
+		}
+	}
+	if hasType(out, "array") && out.Items == nil && len(out.PrefixItems) == 0 {
+		out.Items = &jsonschema.Schema{}
+	}
+	return out, nil
+}
+
+func (c *converter) convertList(refs openapi3.SchemaRefs, depth int) ([]*jsonschema.Schema, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	out := make([]*jsonschema.Schema, 0, len(refs))
+	for _, r := range refs {
+		s, err := c.convert(r, depth)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// mergeAllOf folds allOf members into out when every member is a plain
+// object schema (type object or none, properties, required, description)
+// and no property is defined twice. It reports whether it merged.
+func mergeAllOf(out *jsonschema.Schema, all []*jsonschema.Schema) bool {
+	if out.Type != "" && out.Type != "object" || len(out.Types) > 0 {
+		return false
+	}
+	seen := map[string]bool{}
+	for k := range out.Properties {
+		seen[k] = true
+	}
+	for _, m := range all {
+		if !simpleObject(m) {
+			return false
+		}
+		for k := range m.Properties {
+			if seen[k] {
+				return false
+			}
+			seen[k] = true
+		}
+	}
+	for _, m := range all {
+		if m.Type == "object" {
+			out.Type = "object"
+		}
+		if out.Description == "" {
+			out.Description = m.Description
+		}
+		if out.Title == "" {
+			out.Title = m.Title
+		}
+		if len(m.Properties) > 0 && out.Properties == nil {
+			out.Properties = map[string]*jsonschema.Schema{}
+		}
+		for k, v := range m.Properties {
+			out.Properties[k] = v
+		}
+		out.Required = append(out.Required, m.Required...)
+	}
+	out.Required = dedupe(out.Required)
+	return true
+}
+
+// simpleObject reports whether s only describes object properties.
+func simpleObject(s *jsonschema.Schema) bool {
+	if s.Type != "" && s.Type != "object" || len(s.Types) > 0 {
+		return false
+	}
+	c := *s
+	c.Type, c.Title, c.Description, c.Properties, c.Required = "", "", "", nil, nil
+	b, err := json.Marshal(&c)
+	return err == nil && (string(b) == "{}" || string(b) == "true")
+}
+
+func setTypes(out *jsonschema.Schema, types []string) {
+	switch len(types) {
+	case 0:
+	case 1:
+		out.Type = types[0]
+	default:
+		out.Types = types
+	}
+}
+
+func hasType(s *jsonschema.Schema, t string) bool {
+	return s.Type == t || contains(s.Types, t)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAny(list []any, v any) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupe(list []string) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(list))
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func intPtr(n uint64) *int {
+	const maxInt = int(^uint(0) >> 1)
+	v := maxInt
+	if n < uint64(maxInt) {
+		v = int(n)
+	}
+	return &v
+}
+
+// validPattern reports whether a pattern compiles as a Go regexp; vendor
+// patterns written for ECMAScript are dropped rather than breaking
+// validation of the whole operation.
+func validPattern(p string) bool {
+	_, err := regexp.Compile(p)
+	return err == nil
+}

@@ -1,0 +1,519 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	switchboard "github.com/switchboardhq/switchboard"
+)
+
+// Call is one operation to send upstream.
+type Call struct {
+	Op *Operation
+	// BaseURL is the instance's absolute http(s) base URL. Op.Server, when
+	// set, takes its place (an absolute URL) or is joined to its host (a
+	// path).
+	BaseURL string
+	// Args are the operation's arguments: one per parameter by name, plus
+	// "body".
+	Args map[string]any
+	// Credentials, when set, inject the upstream credentials last.
+	Credentials Applier
+	// Header holds extra headers to send, optional.
+	Header http.Header
+}
+
+// Response is an upstream answer, its body read and capped.
+type Response struct {
+	Status      int
+	Header      http.Header
+	Body        []byte
+	ContentType string
+}
+
+// DefaultMaxResponseBytes caps upstream bodies when the Dispatcher sets no
+// cap of its own.
+const DefaultMaxResponseBytes = 10 << 20
+
+// Dispatcher sends calls upstream. Client should be the guarded outbound
+// client (dial guard, timeouts, no redirects); when nil a client with a 30 s
+// timeout that follows no redirect is used.
+type Dispatcher struct {
+	Client           *http.Client
+	MaxResponseBytes int64 // default DefaultMaxResponseBytes
+}
+
+var defaultClient = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// Do builds and sends the call and reads the answer. A non-2xx answer is
+// returned together with an *UpstreamError (its body cut at the cap); a
+// transport failure or an oversized 2xx body is an *UpstreamError with code
+// upstream_unavailable.
+func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
+	req, err := BuildRequest(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	client := d.Client
+	if client == nil {
+		client = defaultClient
+	}
+	limit := d.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		// The transport's error text holds the URL, which may carry a
+		// credential in its query: it is not kept.
+		return nil, transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		ue := transportError(ctx, err)
+		ue.Status = resp.StatusCode
+		return nil, ue
+	}
+	failed := resp.StatusCode < 200 || resp.StatusCode > 299
+	if int64(len(body)) > limit {
+		if !failed {
+			return nil, &UpstreamError{Code: "upstream_unavailable", Status: resp.StatusCode,
+				Message: fmt.Sprintf("response larger than %d bytes", limit)}
+		}
+		// A failure keeps its status mapping; its body is cut at the cap.
+		body = body[:limit]
+	}
+	out := &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, ContentType: resp.Header.Get("Content-Type")}
+	if failed {
+		return out, NewUpstreamError(resp.StatusCode, resp.Header, body)
+	}
+	return out, nil
+}
+
+func transportError(ctx context.Context, err error) *UpstreamError {
+	msg := "the upstream service could not be reached"
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		msg = "the upstream service did not answer in time"
+	case ctx.Err() != nil:
+		msg = "the request was canceled"
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset"):
+		msg = "the upstream service closed the connection"
+	}
+	return &UpstreamError{Code: "upstream_unavailable", Message: msg}
+}
+
+func invalidArgs(op *Operation, format string, args ...any) error {
+	name := ""
+	if op != nil {
+		name = op.Name + ": "
+	}
+	return switchboard.E(switchboard.ErrInvalid, "invalid_arguments", "%s%s", name, fmt.Sprintf(format, args...))
+}
+
+// BuildRequest builds the upstream request of a call: it validates the
+// arguments, fills the path, query, header and cookie parameters, encodes
+// the body in the operation's content type, and applies the credentials
+// last.
+func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
+	op := c.Op
+	if op == nil {
+		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "no operation to call")
+	}
+	args := c.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	known := make(map[string]bool, len(op.Params)+1)
+	for _, p := range op.Params {
+		known[p.Name] = true
+	}
+	if op.Body != nil {
+		known["body"] = true
+	}
+	var unknown []string
+	for k := range args {
+		if !known[k] {
+			unknown = append(unknown, fmt.Sprintf("%q", truncateString(k, 40)))
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, invalidArgs(op, "unknown %s; expects %s", strings.Join(unknown, ", "), op.expects())
+	}
+	if err := op.Validate(args); err != nil {
+		return nil, err
+	}
+	u, err := baseURL(c.BaseURL, op.Server)
+	if err != nil {
+		return nil, err
+	}
+	path, err := fillPath(op, args)
+	if err != nil {
+		return nil, err
+	}
+	u.RawPath = strings.TrimRight(u.EscapedPath(), "/") + "/" + strings.TrimLeft(path, "/")
+	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
+		return nil, invalidArgs(op, "a path parameter cannot be encoded")
+	}
+
+	var query []string
+	if u.RawQuery != "" {
+		query = append(query, u.RawQuery)
+	}
+	header := http.Header{}
+	var cookies []*http.Cookie
+	for _, p := range op.Params {
+		v, ok := args[p.Name]
+		if !ok || v == nil || p.In == "path" {
+			continue
+		}
+		switch p.In {
+		case "query":
+			for _, kv := range queryPairs(p, v) {
+				query = append(query, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
+			}
+		case "header":
+			s := simpleValue(v, explode(p, false))
+			if strings.ContainsAny(s, "\r\n") {
+				return nil, invalidArgs(op, "header parameter %q holds a line break", p.Name)
+			}
+			header.Set(p.Name, s)
+		case "cookie":
+			cookies = append(cookies, &http.Cookie{Name: p.Name, Value: simpleValue(v, false)})
+		}
+	}
+	u.RawQuery = strings.Join(query, "&")
+
+	var body io.Reader
+	contentType := ""
+	if op.Body != nil {
+		if v, ok := args["body"]; ok && v != nil {
+			b, ct, err := encodeBody(op, v)
+			if err != nil {
+				return nil, err
+			}
+			body, contentType = bytes.NewReader(b), ct
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, op.Method, u.String(), body)
+	if err != nil {
+		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the request for %s cannot be built", op.Name)
+	}
+	for k, vs := range c.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	for _, ck := range cookies {
+		req.AddCookie(ck)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.Credentials != nil {
+		if err := c.Credentials.Apply(req); err != nil {
+			return nil, fmt.Errorf("applying credentials for %s: %w", op.Name, err)
+		}
+	}
+	return req, nil
+}
+
+// baseURL returns the URL the operation's path is joined to.
+func baseURL(base, server string) (*url.URL, error) {
+	bad := switchboard.E(switchboard.ErrInvalid, "invalid_config", "the base URL must be an absolute http or https URL")
+	raw := base
+	if server != "" && !strings.HasPrefix(server, "/") {
+		raw = server
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, bad
+	}
+	if strings.HasPrefix(server, "/") {
+		u.Path, u.RawPath = strings.TrimRight(server, "/"), ""
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u, nil
+}
+
+// fillPath substitutes the path template's parameters, percent-escaped.
+// Anything after a "#" in the template (some vendors use it to tell
+// operations apart) is not part of the request path.
+func fillPath(op *Operation, args map[string]any) (string, error) {
+	tmpl, _, _ := strings.Cut(op.Path, "#")
+	params := map[string]Param{}
+	for _, p := range op.Params {
+		if p.In == "path" {
+			params[p.Name] = p
+		}
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(tmpl, '{')
+		if i < 0 {
+			b.WriteString(tmpl)
+			break
+		}
+		j := strings.IndexByte(tmpl[i:], '}')
+		if j < 0 {
+			b.WriteString(tmpl)
+			break
+		}
+		b.WriteString(tmpl[:i])
+		name := tmpl[i+1 : i+j]
+		tmpl = tmpl[i+j+1:]
+		v, ok := args[name]
+		if !ok || v == nil {
+			return "", invalidArgs(op, "missing required path parameter %q; expects %s", name, op.expects())
+		}
+		p := params[name]
+		s := simpleValue(v, explode(p, false))
+		if s == "" || s == "." || s == ".." {
+			return "", invalidArgs(op, "path parameter %q must not be empty, \".\" or \"..\"", name)
+		}
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String(), nil
+}
+
+// explode returns the parameter's explode setting or the default.
+func explode(p Param, def bool) bool {
+	if p.Explode != nil {
+		return *p.Explode
+	}
+	return def
+}
+
+// queryPairs serializes one query parameter: form style (explode true by
+// default), spaceDelimited, pipeDelimited or deepObject.
+func queryPairs(p Param, v any) [][2]string {
+	style := p.Style
+	if style == "" {
+		style = "form"
+	}
+	ex := explode(p, style == "form")
+	switch val := v.(type) {
+	case []any:
+		if ex {
+			out := make([][2]string, 0, len(val))
+			for _, x := range val {
+				out = append(out, [2]string{p.Name, scalar(x)})
+			}
+			return out
+		}
+		sep := ","
+		switch style {
+		case "spaceDelimited":
+			sep = " "
+		case "pipeDelimited":
+			sep = "|"
+		}
+		parts := make([]string, len(val))
+		for i, x := range val {
+			parts[i] = scalar(x)
+		}
+		return [][2]string{{p.Name, strings.Join(parts, sep)}}
+	case map[string]any:
+		if style == "deepObject" {
+			var out [][2]string
+			flatten(p.Name, val, &out)
+			return out
+		}
+		keys := sortedMapKeys(val)
+		if ex {
+			out := make([][2]string, 0, len(keys))
+			for _, k := range keys {
+				out = append(out, [2]string{k, scalar(val[k])})
+			}
+			return out
+		}
+		parts := make([]string, 0, 2*len(keys))
+		for _, k := range keys {
+			parts = append(parts, k, scalar(val[k]))
+		}
+		return [][2]string{{p.Name, strings.Join(parts, ",")}}
+	}
+	return [][2]string{{p.Name, scalar(v)}}
+}
+
+// simpleValue serializes a value in OpenAPI's simple style.
+func simpleValue(v any, ex bool) string {
+	switch val := v.(type) {
+	case []any:
+		parts := make([]string, len(val))
+		for i, x := range val {
+			parts[i] = scalar(x)
+		}
+		return strings.Join(parts, ",")
+	case map[string]any:
+		keys := sortedMapKeys(val)
+		parts := make([]string, 0, 2*len(keys))
+		for _, k := range keys {
+			if ex {
+				parts = append(parts, k+"="+scalar(val[k]))
+			} else {
+				parts = append(parts, k, scalar(val[k]))
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	return scalar(v)
+}
+
+// scalar renders a JSON value as text; composite values become JSON.
+func scalar(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case bool:
+		return strconv.FormatBool(x)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'f', -1, 32)
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case json.Number:
+		return x.String()
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// flatten encodes v under prefix with bracketed keys, Stripe style:
+// a[b][c]=x, arrays as a[0]=x, a[1]=y.
+func flatten(prefix string, v any, out *[][2]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range sortedMapKeys(x) {
+			flatten(prefix+"["+k+"]", x[k], out)
+		}
+	case []any:
+		for i, e := range x {
+			flatten(prefix+"["+strconv.Itoa(i)+"]", e, out)
+		}
+	case nil:
+	default:
+		*out = append(*out, [2]string{prefix, scalar(x)})
+	}
+}
+
+// encodeBody encodes the body argument in the operation's content type.
+func encodeBody(op *Operation, v any) ([]byte, string, error) {
+	ct := op.Body.ContentType
+	base, _, _ := strings.Cut(ct, ";")
+	base = strings.ToLower(strings.TrimSpace(base))
+	switch {
+	case base == "application/x-www-form-urlencoded":
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, "", invalidArgs(op, "body must be an object")
+		}
+		var pairs [][2]string
+		for _, k := range sortedMapKeys(obj) {
+			flatten(k, obj[k], &pairs)
+		}
+		parts := make([]string, len(pairs))
+		for i, kv := range pairs {
+			parts[i] = url.QueryEscape(kv[0]) + "=" + url.QueryEscape(kv[1])
+		}
+		return []byte(strings.Join(parts, "&")), "application/x-www-form-urlencoded", nil
+	case base == "multipart/form-data":
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, "", invalidArgs(op, "body must be an object")
+		}
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		for _, k := range sortedMapKeys(obj) {
+			values := []any{obj[k]}
+			if list, ok := obj[k].([]any); ok {
+				values = list
+			}
+			binary := false
+			if s := op.Body.Schema; s != nil && s.Properties[k] != nil {
+				binary = s.Properties[k].Format == "binary"
+			}
+			for _, x := range values {
+				if x == nil {
+					continue
+				}
+				var err error
+				if binary {
+					var fw io.Writer
+					if fw, err = w.CreateFormFile(k, k); err == nil {
+						_, err = io.WriteString(fw, scalar(x))
+					}
+				} else {
+					err = w.WriteField(k, scalar(x))
+				}
+				if err != nil {
+					return nil, "", invalidArgs(op, "body field %q cannot be encoded", truncateString(k, 40))
+				}
+			}
+		}
+		if err := w.Close(); err != nil {
+			return nil, "", invalidArgs(op, "body cannot be encoded")
+		}
+		return buf.Bytes(), w.FormDataContentType(), nil
+	case strings.Contains(base, "json"):
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, "", invalidArgs(op, "body cannot be encoded as JSON")
+		}
+		return b, ct, nil
+	}
+	if s, ok := v.(string); ok {
+		return []byte(s), ct, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, "", invalidArgs(op, "body cannot be encoded")
+	}
+	return b, ct, nil
+}
+
+func sortedMapKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
