@@ -95,8 +95,9 @@ func (s *Service) ListTenants(ctx context.Context) ([]*Tenant, error) {
 }
 
 // InstallRequest is the desired state of an instance. Fields maps a field
-// name to its value; a JSON null clears the stored value; a field that is
-// absent keeps its stored value, so secrets need not be re-entered.
+// name to its value; a JSON null (or an empty string) clears the stored
+// value; a field that is absent keeps its stored value, so secrets need not
+// be re-entered.
 type InstallRequest struct {
 	ConnectorID string                     `json:"connector_id"`
 	AuthMode    string                     `json:"auth_mode"`
@@ -168,7 +169,9 @@ func (s *Service) Install(ctx context.Context, tenantSlug, slug string, req Inst
 			undeclared = append(undeclared, name)
 			continue
 		}
-		if v == nil {
+		if v == nil || v.IsZero() {
+			// An empty value is no value: it clears, like null, so a
+			// required field cannot be satisfied by "".
 			clear = append(clear, name)
 			continue
 		}

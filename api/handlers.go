@@ -1,0 +1,264 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/tenants"
+)
+
+// TenantRequest is the body of POST /v1/tenants.
+type TenantRequest struct {
+	Slug string `json:"slug"`
+	Name string `json:"name"`
+}
+
+func (s *Server) createTenant(c echo.Context) error {
+	var req TenantRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	t, err := s.cfg.Tenants.CreateTenant(c.Request().Context(), req.Slug, req.Name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, t)
+}
+
+func (s *Server) listTenants(c echo.Context) error {
+	list, err := s.cfg.Tenants.ListTenants(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tenants": list})
+}
+
+func (s *Server) getTenant(c echo.Context) error {
+	t, err := s.cfg.Tenants.Tenant(c.Request().Context(), c.Param("tenant"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, t)
+}
+
+// ConnectorField is a connector's field as the catalog shows it. Secret
+// fields never show a default or an example.
+type ConnectorField struct {
+	Name        string `json:"name"`
+	Label       string `json:"label"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required"`
+	Secret      bool   `json:"secret"`
+	Default     string `json:"default,omitempty"`
+	Example     string `json:"example,omitempty"`
+}
+
+// ConnectorSummary is a catalog entry as GET /v1/connectors lists it.
+type ConnectorSummary struct {
+	ID          string           `json:"id"`
+	Name        string           `json:"name"`
+	Version     string           `json:"version"`
+	Type        string           `json:"type"`
+	Scope       string           `json:"scope,omitempty"`
+	AuthModes   []string         `json:"auth_modes"`
+	Fields      []ConnectorField `json:"fields"`
+	Tags        []string         `json:"tags"`
+	Description string           `json:"description,omitempty"`
+}
+
+// ConnectorEntity is one entity (MCP tool) of a connector and its actions.
+type ConnectorEntity struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Actions     []string `json:"actions"`
+}
+
+// ConnectorDetail is GET /v1/connectors/{connector}.
+type ConnectorDetail struct {
+	ConnectorSummary
+	LLMDescription string            `json:"llm_description,omitempty"`
+	DocsURL        string            `json:"docs_url,omitempty"`
+	Guide          string            `json:"guide,omitempty"`
+	Entities       []ConnectorEntity `json:"entities"`
+}
+
+func summarize(conn *registry.Connector) ConnectorSummary {
+	m := &conn.Manifest
+	out := ConnectorSummary{
+		ID: m.ID, Name: m.Name, Version: m.Version, Type: m.Type, Scope: m.Scope,
+		AuthModes: append([]string{}, m.Auth.Modes...), Tags: append([]string{}, m.Tags...),
+		Fields: []ConnectorField{}, Description: m.Description,
+	}
+	for _, f := range m.Env {
+		cf := ConnectorField{Name: f.Name, Label: f.Label, Description: f.Description, Required: f.Required, Secret: f.Secret}
+		if !f.Secret {
+			cf.Default, cf.Example = f.Default, f.Example
+		}
+		out.Fields = append(out.Fields, cf)
+	}
+	return out
+}
+
+func (s *Server) listConnectors(c echo.Context) error {
+	out := []ConnectorSummary{}
+	if s.cfg.Catalog != nil {
+		for _, conn := range s.cfg.Catalog.List() {
+			out = append(out, summarize(conn))
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"connectors": out})
+}
+
+func (s *Server) getConnector(c echo.Context) error {
+	id := c.Param("connector")
+	var (
+		conn *registry.Connector
+		ok   bool
+	)
+	if s.cfg.Catalog != nil {
+		conn, ok = s.cfg.Catalog.Connector(id)
+	}
+	if !ok {
+		return switchboard.E(switchboard.ErrNotFound, "connector_not_found", "connector %q is not in the catalog", truncate(id, 64))
+	}
+	m := &conn.Manifest
+	out := ConnectorDetail{
+		ConnectorSummary: summarize(conn),
+		LLMDescription:   m.Docs.LLMShortDescription,
+		DocsURL:          m.Docs.URL,
+		Guide:            conn.Guide,
+		Entities:         []ConnectorEntity{},
+	}
+	if conn.API != nil {
+		for _, e := range conn.API.Entities {
+			ce := ConnectorEntity{Name: e.Name, Description: e.Description, Actions: []string{}}
+			for _, a := range e.Actions {
+				ce.Actions = append(ce.Actions, a.Name)
+			}
+			out.Entities = append(out.Entities, ce)
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// installBody is tenants.InstallRequest as it arrives, with field values
+// still raw so that a value of the wrong type is reported by name.
+type installBody struct {
+	ConnectorID string                     `json:"connector_id"`
+	AuthMode    string                     `json:"auth_mode"`
+	Fields      map[string]json.RawMessage `json:"fields"`
+	Agents      []string                   `json:"agents"`
+}
+
+func (b *installBody) request() (tenants.InstallRequest, error) {
+	req := tenants.InstallRequest{ConnectorID: b.ConnectorID, AuthMode: b.AuthMode, Agents: b.Agents}
+	if b.Fields != nil {
+		req.Fields = make(map[string]*secrets.Secret, len(b.Fields))
+	}
+	for name, raw := range b.Fields {
+		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			req.Fields[name] = nil
+			continue
+		}
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return tenants.InstallRequest{}, badJSON("field %q must be a JSON string or null", "fields."+truncate(name, 64))
+		}
+		sv := secrets.New(v)
+		req.Fields[name] = &sv
+	}
+	return req, nil
+}
+
+func (s *Server) putInstance(c echo.Context) error {
+	var body installBody
+	if err := decode(c, &body); err != nil {
+		return err
+	}
+	req, err := body.request()
+	if err != nil {
+		return err
+	}
+	view, created, err := s.cfg.Tenants.Install(c.Request().Context(), c.Param("tenant"), c.Param("instance"), req)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	return c.JSON(code, view)
+}
+
+func (s *Server) listInstances(c echo.Context) error {
+	list, err := s.cfg.Tenants.ListInstances(c.Request().Context(), c.Param("tenant"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"instances": list})
+}
+
+func (s *Server) getInstance(c echo.Context) error {
+	v, err := s.cfg.Tenants.Instance(c.Request().Context(), c.Param("tenant"), c.Param("instance"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) deleteInstance(c echo.Context) error {
+	if err := s.cfg.Tenants.DeleteInstance(c.Request().Context(), c.Param("tenant"), c.Param("instance")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// CreatedCaller is the response to POST /v1/tenants/{tenant}/callers: the
+// caller and its token. It is the one response of the API that renders a
+// secret value, once; the token is not stored and cannot be shown again.
+type CreatedCaller struct {
+	*tenants.Caller
+	Token string `json:"token"`
+}
+
+func (s *Server) createCaller(c echo.Context) error {
+	var req tenants.CallerRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	caller, token, err := s.cfg.Tenants.CreateCaller(c.Request().Context(), c.Param("tenant"), req)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusCreated, CreatedCaller{Caller: caller, Token: token.Reveal()})
+}
+
+func (s *Server) listCallers(c echo.Context) error {
+	list, err := s.cfg.Tenants.ListCallers(c.Request().Context(), c.Param("tenant"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"callers": list})
+}
+
+func (s *Server) revokeCaller(c echo.Context) error {
+	caller, err := s.cfg.Tenants.RevokeCaller(c.Request().Context(), c.Param("tenant"), switchboard.CallerID(c.Param("caller")))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, caller)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard"
+)
+
+// RequestIDHeader carries the request id, in requests (optional, from a
+// trusted proxy) and in every response.
+const RequestIDHeader = "X-Request-Id"
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+type ctxKey int
+
+const (
+	loggerKey ctxKey = iota
+	requestIDKey
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+// Logger returns the request-scoped logger RequestLog put in ctx (it
+// carries request_id), or a logger that discards everything when there is
+// none. It never returns nil.
+func Logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return discard
+}
+
+// RequestID returns the request id RequestLog assigned, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// maxLoggedPath bounds the path written to a log line.
+const maxLoggedPath = 256
+
+// RequestLog wraps the whole server. It assigns each request an id (the
+// incoming X-Request-Id when it matches ^[A-Za-z0-9._-]{1,64}$, otherwise
+// a fresh one), sets it on the response, puts a logger carrying it in the
+// request context (see Logger and RequestID), and writes one log line per
+// request: method, path (never the query string, which may hold secrets),
+// status, duration, bytes written and the tenant slug when the path names
+// one. Headers and bodies are never logged.
+func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(RequestIDHeader)
+		if !requestIDPattern.MatchString(id) {
+			id = switchboard.NewID("req_")
+		}
+		w.Header().Set(RequestIDHeader, id)
+		reqLogger := logger.With("request_id", id)
+		ctx := context.WithValue(r.Context(), loggerKey, reqLogger)
+		ctx = context.WithValue(ctx, requestIDKey, id)
+		rec := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r.WithContext(ctx))
+
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		path := r.URL.Path
+		if len(path) > maxLoggedPath {
+			path = path[:maxLoggedPath] + "…"
+		}
+		attrs := []slog.Attr{
+			slog.String("method", r.Method),
+			slog.String("path", path),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Int64("bytes", rec.bytes),
+		}
+		if t := tenantOfPath(r.URL.Path); t != "" {
+			attrs = append(attrs, slog.String("tenant", t))
+		}
+		reqLogger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	})
+}
+
+// tenantOfPath returns the tenant slug of /v1/tenants/{tenant}/... and
+// /workspaces/{tenant}/... paths, when it is a valid slug.
+func tenantOfPath(p string) string {
+	parts := strings.SplitN(strings.TrimPrefix(p, "/"), "/", 4)
+	var t string
+	switch {
+	case len(parts) >= 3 && parts[0] == "v1" && parts[1] == "tenants":
+		t = parts[2]
+	case len(parts) >= 2 && parts[0] == "workspaces":
+		t = parts[1]
+	}
+	if !switchboard.ValidSlug(t) {
+		return ""
+	}
+	return t
+}
+
+// recorder remembers the status and counts the bytes of a response. It
+// keeps streaming working: Flush passes through, and Unwrap lets
+// http.ResponseController reach the underlying writer.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 && code >= 200 { // 1xx are interim
+
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Flush implements http.Flusher.
+func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
