@@ -16,19 +16,35 @@ const Redacted = "[REDACTED]"
 // Secret holds a secret value. It prints as [REDACTED] through fmt (every
 // verb, including %#v), log/slog, encoding/json and encoding.TextMarshaler
 // users; the value is reached only through Reveal, at the point of use.
+//
+// The value sits behind a pointer: when a Secret is itself an unexported
+// field of another struct, fmt cannot call its methods and prints the field
+// by reflection, and a nested pointer prints as an address, not the value.
 type Secret struct {
-	v string
+	p *value
 }
 
+type value struct{ v string }
+
 // New wraps a secret value.
-func New(v string) Secret { return Secret{v: v} }
+func New(v string) Secret {
+	if v == "" {
+		return Secret{}
+	}
+	return Secret{p: &value{v: v}}
+}
 
 // Reveal returns the secret value. Call it only where the value is sent to
 // its destination (an upstream request, an encryption), never for display.
-func (s Secret) Reveal() string { return s.v }
+func (s Secret) Reveal() string {
+	if s.p == nil {
+		return ""
+	}
+	return s.p.v
+}
 
 // IsZero reports whether the secret is empty.
-func (s Secret) IsZero() bool { return s.v == "" }
+func (s Secret) IsZero() bool { return s.p == nil }
 
 // String implements fmt.Stringer.
 func (s Secret) String() string { return Redacted }
@@ -62,6 +78,6 @@ func (s *Secret) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("a secret value must be a JSON string")
 	}
-	s.v = v
+	*s = New(v)
 	return nil
 }

@@ -25,11 +25,14 @@ const canary = "canary-7f3a9c-SECRET-VALUE"
 func TestSecretRedactsEverywhere(t *testing.T) {
 	t.Parallel()
 	s := secrets.New(canary)
+	type inner struct{ hidden secrets.Secret }
 	type wrapper struct {
 		Token secrets.Secret `json:"token"`
 		Ptr   *secrets.Secret
+		in    inner
+		un    secrets.Secret
 	}
-	w := wrapper{Token: s, Ptr: &s}
+	w := wrapper{Token: s, Ptr: &s, in: inner{hidden: s}, un: s}
 	var logs bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "secret", s, "wrapped", w)
 	slog.New(slog.NewTextHandler(&logs, nil)).Info("x", "secret", s)

@@ -1,0 +1,294 @@
+// Package gateway is the agent call path shared by the MCP endpoint and App
+// mode: authenticate the caller, resolve the app instance, validateAgent,
+// buildAppAuth, dispatch the operation upstream.
+//
+// Instances (with their connector) and, once a call has passed
+// validateAgent, their decrypted field values are cached in memory and
+// dropped when tenants.Service reports a change, so that a warm call costs
+// no database round trip.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/tenants"
+)
+
+// Config wires a Gateway.
+type Config struct {
+	Tenants    *tenants.Service
+	Catalog    *registry.Catalog
+	Callers    *auth.Callers
+	AppAuth    *auth.AppAuth
+	Dispatcher *registry.Dispatcher
+	Logger     *slog.Logger
+}
+
+// Gateway resolves, authorizes and dispatches agent calls.
+type Gateway struct {
+	tenants    *tenants.Service
+	store      *tenants.Store
+	secrets    *secrets.Store
+	catalog    *registry.Catalog
+	callers    *auth.Callers
+	appAuth    *auth.AppAuth
+	dispatcher *registry.Dispatcher
+	logger     *slog.Logger
+
+	mu      sync.RWMutex
+	targets map[targetKey]*Target
+	// gen increases on every invalidation, so that a Resolve that raced
+	// with one does not cache what it read.
+	gen uint64
+}
+
+type targetKey struct{ tenant, instance string }
+
+// New returns a gateway and subscribes its caches (and the callers') to
+// the tenant service's changes.
+func New(cfg Config) *Gateway {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	appAuth := cfg.AppAuth
+	if appAuth == nil {
+		appAuth = auth.NewAppAuth()
+	}
+	dispatcher := cfg.Dispatcher
+	if dispatcher == nil {
+		dispatcher = &registry.Dispatcher{}
+	}
+	store := cfg.Tenants.Store()
+	callers := cfg.Callers
+	if callers == nil {
+		callers = auth.NewCallers(store)
+	}
+	g := &Gateway{
+		tenants:    cfg.Tenants,
+		store:      store,
+		secrets:    store.Secrets(),
+		catalog:    cfg.Catalog,
+		callers:    callers,
+		appAuth:    appAuth,
+		dispatcher: dispatcher,
+		logger:     logger,
+		targets:    map[targetKey]*Target{},
+	}
+	cfg.Tenants.Subscribe(g.invalidate)
+	cfg.Tenants.Subscribe(callers.Invalidate)
+	return g
+}
+
+// Logger returns the gateway's logger.
+func (g *Gateway) Logger() *slog.Logger { return g.logger }
+
+// Target is a resolved app instance: its tenant, the instance, and the
+// connector it installs. Its field values are loaded on first use by Call,
+// after validateAgent, and kept with it.
+type Target struct {
+	Tenant    *tenants.Tenant
+	Instance  *tenants.Instance
+	Connector *registry.Connector
+
+	loadMu sync.Mutex
+	creds  atomic.Pointer[credentials]
+}
+
+// credentials are an instance's decrypted field values and the base URL
+// expanded from them.
+type credentials struct {
+	fields  map[string]secrets.Secret
+	baseURL string
+}
+
+// API returns the target's compiled registry.
+func (t *Target) API() *registry.API { return t.Connector.API }
+
+// errNoInstance is the answer for an unknown tenant or instance alike.
+var errNoInstance = switchboard.E(switchboard.ErrNotFound, "not_found", "no such app instance in this workspace")
+
+// Resolve returns the instance instanceSlug of tenant tenantSlug, from the
+// cache when warm. An unknown tenant or instance is an ErrNotFound error
+// with code "not_found" that does not say which.
+func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) (*Target, error) {
+	key := targetKey{tenantSlug, instanceSlug}
+	g.mu.RLock()
+	t := g.targets[key]
+	gen := g.gen
+	g.mu.RUnlock()
+	if t != nil {
+		return t, nil
+	}
+	if !switchboard.ValidSlug(tenantSlug) || !switchboard.ValidSlug(instanceSlug) {
+		return nil, errNoInstance
+	}
+	ten, err := g.store.Tenant(ctx, tenantSlug)
+	if errors.Is(err, switchboard.ErrNotFound) {
+		return nil, errNoInstance
+	}
+	if err != nil {
+		return nil, err
+	}
+	in, err := g.store.Instance(ctx, ten.ID, instanceSlug)
+	if errors.Is(err, switchboard.ErrNotFound) {
+		return nil, errNoInstance
+	}
+	if err != nil {
+		return nil, err
+	}
+	conn, ok := g.catalog.Connector(in.ConnectorID)
+	if !ok {
+		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
+			"the connector %s of this app instance is not in the catalog", in.ConnectorID)
+	}
+	if conn.API == nil {
+		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
+			"connectors of type %s are not served yet", conn.Manifest.Type)
+	}
+	t = &Target{Tenant: ten, Instance: in, Connector: conn}
+	g.mu.Lock()
+	if g.gen == gen {
+		g.targets[key] = t
+	}
+	g.mu.Unlock()
+	return t, nil
+}
+
+// invalidate drops the cached targets a change makes stale: the changed
+// instance, or every instance of the tenant for a tenant-wide change.
+func (g *Gateway) invalidate(ch tenants.Change) {
+	if ch.Caller != "" && ch.Instance == "" {
+		return // caller changes are the Callers' business
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
+	if ch.Instance != "" {
+		delete(g.targets, targetKey{ch.TenantSlug, ch.Instance})
+		return
+	}
+	for k, t := range g.targets {
+		if k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant {
+			delete(g.targets, k)
+		}
+	}
+}
+
+// Authorize authenticates the request's caller for tenantSlug, resolves the
+// instance and runs validateAgent — all before any credential of the
+// instance is touched. No agent id is ErrForbidden "missing_agent_id"; an
+// agent not on the instance's allowlist is ErrForbidden
+// "agent_not_allowed".
+func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string) (*auth.Principal, *Target, error) {
+	p, err := g.callers.Authenticate(ctx, r, tenantSlug)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := g.Resolve(ctx, tenantSlug, instanceSlug)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := validateAgent(p, t); err != nil {
+		return nil, nil, err
+	}
+	return p, t, nil
+}
+
+// validateAgent fails closed: the call must name an agent, and the agent
+// must be on the instance's allowlist.
+func validateAgent(p *auth.Principal, t *Target) error {
+	if p == nil || p.AgentID == "" {
+		return switchboard.E(switchboard.ErrForbidden, "missing_agent_id",
+			"the call names no agent: the credential carries none and no %s header was sent", auth.HeaderAgentID)
+	}
+	if p.Tenant != t.Instance.TenantID || !t.Instance.AllowsAgent(p.AgentID) {
+		return switchboard.E(switchboard.ErrForbidden, "agent_not_allowed",
+			"the agent is not on this app instance's list of allowed agents")
+	}
+	return nil
+}
+
+// credentials returns the target's decrypted fields, loading them once.
+// A failed load is not kept, so the next call retries.
+func (g *Gateway) credentials(ctx context.Context, t *Target) (*credentials, error) {
+	if c := t.creds.Load(); c != nil {
+		return c, nil
+	}
+	t.loadMu.Lock()
+	defer t.loadMu.Unlock()
+	if c := t.creds.Load(); c != nil {
+		return c, nil
+	}
+	fields, err := g.secrets.GetAll(ctx, t.Instance.TenantID, t.Instance.SecretOwner())
+	if err != nil {
+		return nil, err
+	}
+	m := &t.Connector.Manifest
+	base := auth.ExpandEnv(m.BaseURL, m, fields)
+	if m.BaseURL == "" && len(t.Connector.API.Servers) > 0 {
+		base = t.Connector.API.Servers[0]
+	}
+	c := &credentials{fields: fields, baseURL: base}
+	t.creds.Store(c)
+	return c, nil
+}
+
+// Call runs validateAgent again (defence in depth), builds the instance's
+// upstream credentials for p (buildAppAuth) and dispatches op with args.
+// An upstream failure is a *registry.UpstreamError, returned with the
+// upstream response when there was one.
+func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
+	if err := validateAgent(p, t); err != nil {
+		return nil, err
+	}
+	c, err := g.credentials(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if c.baseURL == "" {
+		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config",
+			"the app instance has no base URL: set the connector's URL field")
+	}
+	applier, err := g.appAuth.Build(ctx, auth.ModeInput{
+		Tenant:    t.Instance.TenantID,
+		Instance:  t.Instance,
+		Manifest:  &t.Connector.Manifest,
+		Fields:    c.fields,
+		Principal: p,
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
+	var ue *registry.UpstreamError
+	if errors.As(err, &ue) {
+		ue.Message = scrub(ue.Message, &t.Connector.Manifest, c.fields)
+	}
+	return resp, err
+}
+
+// scrub removes the instance's secret field values from an upstream error
+// message: a vendor that echoes the API key in its error text must not
+// pass it on to the agent.
+func scrub(msg string, m *registry.Manifest, fields map[string]secrets.Secret) string {
+	for name, v := range fields {
+		if f, ok := m.Field(name); !ok || !f.Secret {
+			continue
+		}
+		if s := v.Reveal(); s != "" && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, secrets.Redacted)
+		}
+	}
+	return msg
+}
