@@ -6,30 +6,76 @@ package openapi
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/getkin/kin-openapi/openapi2"
-	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/jsonschema-go/jsonschema"
-	"go.yaml.in/yaml/v4"
 
 	switchboard "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
 )
 
 // Compile compiles an OpenAPI description (JSON or YAML) and an optional
-// entity mapping (JSON, see package doc of Mapping) into a registry API.
-// Operations that cannot be compiled are left out and listed in
-// API.Problems; only a description that cannot be loaded at all, or a
-// malformed mapping, is an error.
+// entity mapping (JSON, see Mapping) into a registry API. Operations that
+// cannot be compiled are left out and listed in API.Problems; only a
+// description that cannot be loaded at all, or a malformed mapping, is an
+// error. Compile is a registry.Compiler.
 func Compile(spec []byte, mapping []byte) (*registry.API, error) {
+	r, err := Analyze(spec, mapping)
+	if err != nil {
+		return nil, err
+	}
+	return r.API, nil
+}
+
+// Result is a compiled description with what a connector author needs to
+// know about it.
+type Result struct {
+	// API is the compiled registry.
+	API *registry.API
+	// Doc is the loaded description (Swagger 2.0 converted to OpenAPI 3).
+	Doc *openapi3.T
+	// Mapping is the entity mapping the registry was built with: the one
+	// given, or the grouping chosen by default. Compiling the description
+	// with it gives the same registry.
+	Mapping *Mapping
+	// Findings are the problems found, in a stable order.
+	Findings []Finding
+}
+
+// Finding is one problem found in a description or a connector package.
+type Finding struct {
+	// Severity is SeverityError or SeverityWarning.
+	Severity string `json:"severity"`
+	// Path is a JSON path into the file, such as
+	// $.paths['/v1/customers'].post.
+	Path string `json:"path"`
+	// File is the package file the path is in, when linting a package.
+	File    string `json:"file,omitempty"`
+	Message string `json:"message"`
+}
+
+// Finding severities.
+const (
+	SeverityError   = "error"
+	SeverityWarning = "warning"
+)
+
+// String renders the finding as one line: "error: file $.path: message".
+func (f Finding) String() string {
+	where := f.Path
+	if f.File != "" {
+		where = f.File + " " + where
+	}
+	return f.Severity + ": " + where + ": " + f.Message
+}
+
+// Analyze compiles like Compile and also returns the loaded description,
+// the mapping used and the findings.
+func Analyze(spec []byte, mapping []byte) (*Result, error) {
 	doc, err := load(spec)
 	if err != nil {
 		return nil, err
@@ -37,62 +83,32 @@ func Compile(spec []byte, mapping []byte) (*registry.API, error) {
 	var m *Mapping
 	if len(mapping) > 0 {
 		m = new(Mapping)
-		if err := json.Unmarshal(mapping, m); err != nil {
-			return nil, switchboard.E(switchboard.ErrInvalid, "invalid_mapping", "the entity mapping is not valid JSON").WithCause(err)
+		dec := json.NewDecoder(strings.NewReader(string(mapping)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(m); err != nil {
+			return nil, switchboard.E(switchboard.ErrInvalid, "invalid_mapping", "the entity mapping is not valid: %s", truncate(err.Error(), 200)).WithCause(err)
 		}
 	}
 	c := &compiler{doc: doc, names: map[string]bool{}}
 	c.servers = serverURLs(doc.Servers)
 	c.operations()
-	entities := c.group(m)
+	entities, chosen := c.group(m)
 	title := ""
 	if doc.Info != nil {
 		title = doc.Info.Title
 	}
-	return registry.NewAPI(title, c.servers, entities, c.problems), nil
-}
-
-var swagger2 = regexp.MustCompile(`(?:^|[\s{,])["']?swagger["']?\s*:\s*["']?2\.`)
-
-// load parses the description without following external references.
-func load(spec []byte) (*openapi3.T, error) {
-	loader := openapi3.NewLoader()
-	loader.IsExternalRefsAllowed = false
-	loader.Context = context.Background()
-	invalid := func(err error) error {
-		return switchboard.E(switchboard.ErrInvalid, "invalid_openapi", "the OpenAPI description cannot be loaded").WithCause(err)
-	}
-	if swagger2.Match(spec) {
-		js := spec
-		if t := strings.TrimSpace(string(spec[:min(len(spec), 64)])); !strings.HasPrefix(t, "{") {
-			var v any
-			if err := yaml.Unmarshal(spec, &v); err != nil {
-				return nil, invalid(err)
-			}
-			b, err := json.Marshal(v)
-			if err != nil {
-				return nil, invalid(err)
-			}
-			js = b
+	problems := make([]string, 0, len(c.findings))
+	for _, f := range c.findings {
+		if f.left || f.Severity == SeverityError {
+			problems = append(problems, f.Path+": "+f.Message)
 		}
-		var d2 openapi2.T
-		if err := json.Unmarshal(js, &d2); err != nil {
-			return nil, invalid(err)
-		}
-		doc, err := openapi2conv.ToV3WithLoader(&d2, loader, nil)
-		if err != nil {
-			return nil, invalid(err)
-		}
-		return doc, nil
 	}
-	doc, err := loader.LoadFromData(spec)
-	if err != nil {
-		return nil, invalid(err)
+	api := registry.NewAPI(title, c.servers, entities, problems)
+	out := &Result{API: api, Doc: doc, Mapping: chosen}
+	for _, f := range c.findings {
+		out.Findings = append(out.Findings, f.Finding)
 	}
-	if doc.OpenAPI == "" {
-		return nil, invalid(errors.New("no openapi version"))
-	}
-	return doc, nil
+	return out, nil
 }
 
 // compiler holds the state of one Compile.
@@ -101,7 +117,31 @@ type compiler struct {
 	servers  []string
 	ops      []*compiledOp
 	names    map[string]bool // operation names taken
-	problems []string
+	findings []finding
+}
+
+// finding is a Finding and whether it left an operation out.
+type finding struct {
+	Finding
+	left bool
+}
+
+func (c *compiler) warn(path, format string, args ...any) { c.warnIn("", path, format, args...) }
+
+// warnIn records a warning about a file: "" for the description, "mapping"
+// for the mapping.
+func (c *compiler) warnIn(file, path, format string, args ...any) {
+	c.findings = append(c.findings, finding{Finding: Finding{Severity: SeverityWarning, File: file, Path: path, Message: fmt.Sprintf(format, args...)}})
+}
+
+// failIn records an error about a file, as warnIn.
+func (c *compiler) failIn(file, path, format string, args ...any) {
+	c.findings = append(c.findings, finding{Finding: Finding{Severity: SeverityError, File: file, Path: path, Message: fmt.Sprintf(format, args...)}})
+}
+
+// opPath is the JSON path of an operation in the description.
+func opPath(path, method string) string {
+	return "$.paths['" + strings.ReplaceAll(path, "'", `\'`) + "']." + strings.ToLower(method)
 }
 
 // compiledOp is an operation with what grouping needs to know about it.
@@ -154,17 +194,25 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	if id == "" {
 		id = strings.ToLower(method) + "_" + strings.Trim(toolSafe(path, 1<<20), "_")
 	}
+	where := opPath(path, method)
+	leftOut := func(why any) {
+		c.findings = append(c.findings, finding{left: true, Finding: Finding{Severity: SeverityWarning, Path: where,
+			Message: fmt.Sprintf("operation %s left out: %v", id, why)}})
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			c.problems = append(c.problems, fmt.Sprintf("%s %s (%s): left out: %v", method, path, id, r))
+			leftOut(r)
 		}
 	}()
 	o, err := c.build(path, method, item, op, id)
 	if err != nil {
-		c.problems = append(c.problems, fmt.Sprintf("%s %s (%s): left out: %v", method, path, id, err))
+		leftOut(err)
 		return
 	}
 	o.Name = c.uniqueName(toolSafe(id, 64))
+	if o.Name != id {
+		c.warn(where+".operationId", "operationId %q is not a valid tool name: called %s (App mode still addresses it by %q)", truncate(id, 120), o.Name, truncate(id, 120))
+	}
 	co := &compiledOp{op: o, tags: op.Tags}
 	if v, ok := op.Extensions["x-entity"].(string); ok {
 		co.entity = v
@@ -182,6 +230,7 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 		Path:        path,
 		Summary:     truncate(oneLine(op.Summary), maxDescription),
 		Description: truncate(op.Description, maxDescription),
+		Deprecated:  op.Deprecated,
 	}
 	// Servers: operation over path item; kept only when they differ from
 	// the document's, so the instance's base URL applies otherwise.
@@ -228,14 +277,22 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 		if p.In == openapi3.ParameterInHeader && skippedHeader(p.Name) {
 			continue
 		}
-		if _, dup := input.Properties[p.Name]; dup || p.Name == "body" {
-			continue
+		arg := p.Name
+		if _, dup := input.Properties[arg]; dup || reservedArg(arg) {
+			// Two parameters of one name in different places, or a name
+			// the tool uses itself: the argument is qualified by place.
+			arg = p.In + "_" + p.Name
+			for i := 2; input.Properties[arg] != nil || reservedArg(arg); i++ {
+				arg = fmt.Sprintf("%s_%s_%d", p.In, p.Name, i)
+			}
+			c.warn(opPath(path, method)+".parameters", "%s parameter %q is passed as argument %q: its name is taken", p.In, truncate(p.Name, 60), truncate(arg, 80))
 		}
 		sref := p.Schema
+		contentType := ""
 		if sref == nil {
 			for _, ct := range sortedKeys(p.Content) {
-				if mt := p.Content[ct]; mt != nil && mt.Schema != nil {
-					sref = mt.Schema
+				if mt := p.Content[ct]; mt != nil {
+					sref, contentType = mt.Schema, ct
 					break
 				}
 			}
@@ -248,12 +305,16 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 			s.Description = truncate(p.Description, maxDescription)
 		}
 		required := p.Required || p.In == openapi3.ParameterInPath
+		if arg == p.Name {
+			arg = ""
+		}
 		o.Params = append(o.Params, registry.Param{
-			Name: p.Name, In: p.In, Required: required, Style: p.Style, Explode: p.Explode, Schema: s,
+			Name: p.Name, Arg: arg, In: p.In, Required: required, Style: p.Style, Explode: p.Explode, ContentType: contentType, Schema: s,
 		})
-		input.Properties[p.Name] = s
+		argName := cmp.Or(arg, p.Name)
+		input.Properties[argName] = s
 		if required {
-			input.Required = append(input.Required, p.Name)
+			input.Required = append(input.Required, argName)
 		}
 	}
 	if op.RequestBody != nil {
@@ -275,6 +336,14 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 					s.Description = truncate(rb.Description, maxDescription)
 				}
 				o.Body = &registry.Body{ContentType: ct, Required: rb.Required, Schema: s}
+				if mt != nil && len(mt.Encoding) > 0 {
+					o.Body.Encoding = map[string]registry.Encoding{}
+					for _, k := range sortedKeys(mt.Encoding) {
+						if e := mt.Encoding[k]; e != nil {
+							o.Body.Encoding[k] = registry.Encoding{Style: e.Style, Explode: e.Explode, ContentType: e.ContentType}
+						}
+					}
+				}
 				input.Properties["body"] = s
 				if rb.Required {
 					input.Required = append(input.Required, "body")
@@ -289,6 +358,12 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 	o.InputSchema = input
 	return o, nil
 }
+
+// reservedArgs are argument names an operation's parameters may not take:
+// the request body, and the entity tool's own arguments.
+var reservedArgs = []string{"body", "action"}
+
+func reservedArg(name string) bool { return slices.Contains(reservedArgs, name) }
 
 // skippedHeader reports headers OpenAPI says to ignore as parameters.
 func skippedHeader(name string) bool {

@@ -76,7 +76,7 @@ func TestCompileGrouping(t *testing.T) {
 		t.Errorf("gizmo annotations %+v", g.Annotations)
 	}
 	act := w.InputSchema.Properties["action"]
-	if !slices.Equal(act.Enum, []any{"create", "delete", "get", "list", "update_v2"}) || !slices.Equal(w.InputSchema.Required, []string{"action"}) {
+	if !slices.Equal(act.Enum, []any{"create", "delete", "get", "list", "update_v2", "describe"}) || !slices.Equal(w.InputSchema.Required, []string{"action"}) {
 		t.Errorf("action enum %v required %v", act.Enum, w.InputSchema.Required)
 	}
 	for _, p := range []string{"widget_id", "limit", "colors", "filter", "X-Trace", "body"} {

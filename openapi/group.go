@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -22,118 +23,307 @@ type Mapping struct {
 }
 
 // MappedEntity is one entity of a Mapping: Actions maps an action name to
-// an operationId (or an operation's tool-safe name).
+// an operation's tool-safe name or its operationId (the name is tried
+// first).
 type MappedEntity struct {
 	Description string            `json:"description,omitempty"`
 	Actions     map[string]string `json:"actions"`
 }
 
-// group assigns the compiled operations to entities.
-func (c *compiler) group(m *Mapping) []*registry.Entity {
-	type member struct {
-		action string // explicit action name, or "" to derive
-		op     *registry.Operation
-	}
-	groups := map[string][]member{}
-	descs := map[string]string{}
-	if m != nil {
-		byID := map[string]*registry.Operation{}
-		for _, co := range c.ops {
-			byID[co.op.Name] = co.op
-		}
-		for _, co := range c.ops {
-			byID[co.op.ID] = co.op
-		}
-		for _, en := range sortedKeys(m.Entities) {
-			me := m.Entities[en]
-			name := toolSafe(en, 64)
-			descs[name] = me.Description
-			for _, an := range sortedKeys(me.Actions) {
-				op, ok := byID[me.Actions[an]]
-				if !ok {
-					c.problems = append(c.problems, fmt.Sprintf("mapping: entity %s action %s: operation %q not found", en, an, me.Actions[an]))
-					continue
-				}
-				groups[name] = append(groups[name], member{action: toolSafe(an, 64), op: op})
-			}
-		}
-	} else {
-		tagNames := c.tagEntityNames()
-		for _, co := range c.ops {
-			var name string
-			switch {
-			case co.entity != "":
-				name = snake(co.entity, 64)
-			case len(co.tags) > 0:
-				name = tagNames[co.tags[0]]
-			default:
-				name = pathEntity(co.op.Path)
-			}
-			groups[name] = append(groups[name], member{action: co.action, op: co.op})
-		}
-		if c.doc.Tags != nil {
-			for _, t := range c.doc.Tags {
-				if t != nil && t.Description != "" {
-					if n := tagNames[t.Name]; n != "" && descs[n] == "" {
-						descs[n] = t.Description
-					}
-				}
-			}
-		}
-	}
+// Grouping and context budgets.
+const (
+	// MaxEntities is the number of entity tools default grouping aims at:
+	// above it, entities sharing a first word are merged, then the
+	// smallest go into one "other" entity.
+	MaxEntities = 40
+	// ToolsBudget is the size in bytes of the tools/list document the
+	// compiler aims at; schemas and descriptions are shortened, in steps,
+	// until the document fits.
+	ToolsBudget = 32 << 10
+)
 
+// group is one entity being formed.
+type group struct {
+	name    string
+	desc    string
+	members []member
+}
+
+// member is an operation in a group.
+type member struct {
+	action string // explicit action name, or "" to derive
+	op     *registry.Operation
+}
+
+// group assigns the compiled operations to entities and returns them with
+// the mapping that describes the grouping.
+func (c *compiler) group(m *Mapping) ([]*registry.Entity, *Mapping) {
+	var groups []*group
+	if m != nil {
+		groups = c.mappedGroups(m)
+	} else {
+		groups = c.defaultGroups()
+		if len(groups) > MaxEntities {
+			groups = mergeFamilies(groups, MaxEntities)
+		}
+		if len(groups) > MaxEntities {
+			groups = mergeSmallest(groups, MaxEntities)
+		}
+	}
+	slices.SortFunc(groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
+
+	chosen := &Mapping{Entities: map[string]MappedEntity{}}
+	ids := c.idCounts()
 	entities := make([]*registry.Entity, 0, len(groups))
-	for _, name := range sortedKeys(groups) {
-		ms := groups[name]
-		// Derive action names: explicit ones first, then the id without the
-		// entity's words where unique, else the whole id in snake case.
-		names := make([]string, len(ms))
-		taken := map[string]bool{}
-		for i, mb := range ms {
-			if mb.action != "" {
-				names[i] = toolSafe(mb.action, 64)
-			}
-		}
-		count := map[string]int{}
-		cand := make([]string, len(ms))
-		for i, mb := range ms {
-			if names[i] == "" {
-				cand[i] = actionName(mb.op.ID, name)
-				count[cand[i]]++
-			}
-		}
-		for i := range ms {
-			if names[i] != "" {
-				taken[names[i]] = true
-			}
-		}
-		for i, mb := range ms {
-			if names[i] != "" {
-				continue
-			}
-			n := cand[i]
-			if n == "" || count[n] > 1 || taken[n] {
-				n = snake(mb.op.ID, 64)
-			}
-			base := n
-			for k := 2; taken[n]; k++ {
-				suffix := fmt.Sprintf("_%d", k)
-				n = truncateName(base, 64-len(suffix)) + suffix
-			}
-			taken[n] = true
-			names[i] = n
-		}
-		e := &registry.Entity{Name: name}
-		for i, mb := range ms {
+	for _, g := range groups {
+		names := c.actionNames(g)
+		e := &registry.Entity{Name: g.name}
+		me := MappedEntity{Description: g.desc, Actions: map[string]string{}}
+		for i, mb := range g.members {
 			e.Actions = append(e.Actions, &registry.Action{Name: names[i], Op: mb.op})
+			ref := mb.op.ID
+			if ids[ref] != 1 {
+				ref = mb.op.Name
+			}
+			me.Actions[names[i]] = ref
 		}
 		slices.SortFunc(e.Actions, func(a, b *registry.Action) int { return strings.Compare(a.Name, b.Name) })
-		e.Description = entityDescription(name, descs[name], e.Actions)
-		e.InputSchema = entitySchema(e.Actions)
 		e.Annotations = annotations(e.Actions)
 		entities = append(entities, e)
+		chosen.Entities[g.name] = me
 	}
-	return entities
+	fitBudget(entities, groups)
+	return entities, chosen
+}
+
+// idCounts counts how many operations each operationId or name refers to,
+// so that the mapping written out names an operation unambiguously.
+func (c *compiler) idCounts() map[string]int {
+	n := map[string]int{}
+	for _, co := range c.ops {
+		n[co.op.ID]++
+		if co.op.Name != co.op.ID {
+			n[co.op.Name] += 2 // a name never stands for an id
+		}
+	}
+	return n
+}
+
+// mappedGroups builds the groups a mapping names.
+func (c *compiler) mappedGroups(m *Mapping) []*group {
+	byName := map[string]*registry.Operation{}
+	byID := map[string]*registry.Operation{}
+	for _, co := range c.ops {
+		byName[co.op.Name] = co.op
+		if _, dup := byID[co.op.ID]; !dup {
+			byID[co.op.ID] = co.op
+		}
+	}
+	index := map[string]*group{}
+	var groups []*group
+	for _, en := range sortedKeys(m.Entities) {
+		me := m.Entities[en]
+		name := toolSafe(en, 64)
+		where := "$.entities['" + en + "']"
+		if name != en {
+			c.warnIn("mapping", where, "entity name %q is not a valid tool name: called %s", truncate(en, 80), name)
+		}
+		g := index[name]
+		if g == nil {
+			g = &group{name: name, desc: me.Description}
+			index[name] = g
+			groups = append(groups, g)
+		}
+		for _, an := range sortedKeys(me.Actions) {
+			ref := me.Actions[an]
+			op, ok := byName[ref]
+			if !ok {
+				op, ok = byID[ref]
+			}
+			if !ok {
+				c.failIn("mapping", where+".actions['"+an+"']", "operation %q not found in the description", truncate(ref, 120))
+				continue
+			}
+			action := toolSafe(an, 64)
+			if action == registry.DescribeAction {
+				c.warnIn("mapping", where+".actions['"+an+"']", "action name %q is reserved for the describe action", an)
+				action = ""
+			}
+			g.members = append(g.members, member{action: action, op: op})
+		}
+	}
+	return groups
+}
+
+// defaultGroups groups operations by x-entity, else their first tag,
+// else the first meaningful path segment.
+func (c *compiler) defaultGroups() []*group {
+	tagNames := c.tagEntityNames()
+	index := map[string]*group{}
+	var groups []*group
+	for _, co := range c.ops {
+		var name string
+		switch {
+		case co.entity != "":
+			name = snake(co.entity, 64)
+		case len(co.tags) > 0:
+			name = tagNames[co.tags[0]]
+		default:
+			name = pathEntity(co.op.Path)
+		}
+		g := index[name]
+		if g == nil {
+			g = &group{name: name}
+			index[name] = g
+			groups = append(groups, g)
+		}
+		action := co.action
+		if action == registry.DescribeAction {
+			action = ""
+		}
+		g.members = append(g.members, member{action: action, op: co.op})
+	}
+	for _, t := range c.doc.Tags {
+		if t != nil && t.Description != "" {
+			if g := index[tagNames[t.Name]]; g != nil && g.desc == "" {
+				g.desc = t.Description
+			}
+		}
+	}
+	return groups
+}
+
+// family is the key entities merge under: the singular of their name's
+// first word ("payment_intents" -> "payment").
+func family(name string) string {
+	first, _, _ := strings.Cut(name, "_")
+	return singular(first)
+}
+
+// mergeFamilies merges groups whose names share a first word, the
+// families that save the most tools first, until at most max remain.
+func mergeFamilies(groups []*group, max int) []*group {
+	fam := map[string][]*group{}
+	for _, g := range groups {
+		fam[family(g.name)] = append(fam[family(g.name)], g)
+	}
+	keys := sortedKeys(fam)
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(len(fam[b]), len(fam[a])) })
+	merged := map[*group]bool{}
+	var out []*group
+	count := len(groups)
+	for _, k := range keys {
+		members := fam[k]
+		if count <= max || len(members) < 2 {
+			break
+		}
+		var parts []string
+		g := &group{name: k}
+		for _, x := range members {
+			merged[x] = true
+			parts = append(parts, strings.ReplaceAll(x.name, "_", " "))
+			g.members = append(g.members, x.members...)
+		}
+		g.desc = "Operations on " + strings.Join(parts, ", ") + "."
+		out = append(out, g)
+		count -= len(members) - 1
+	}
+	for _, g := range groups {
+		if !merged[g] {
+			out = append(out, g)
+		}
+	}
+	return uniqueGroupNames(out)
+}
+
+// mergeSmallest moves the smallest groups into one "other" group until at
+// most max remain.
+func mergeSmallest(groups []*group, max int) []*group {
+	sorted := slices.Clone(groups)
+	slices.SortStableFunc(sorted, func(a, b *group) int {
+		return cmp.Or(cmp.Compare(len(a.members), len(b.members)), strings.Compare(a.name, b.name))
+	})
+	n := len(groups) - max + 1 // groups to fold into "other"
+	other := &group{name: "other"}
+	folded := map[*group]bool{}
+	var parts []string
+	for _, g := range sorted[:n] {
+		folded[g] = true
+		parts = append(parts, strings.ReplaceAll(g.name, "_", " "))
+		other.members = append(other.members, g.members...)
+	}
+	slices.Sort(parts)
+	other.desc = "Other operations: " + strings.Join(parts, ", ") + "."
+	out := []*group{other}
+	for _, g := range groups {
+		if !folded[g] {
+			out = append(out, g)
+		}
+	}
+	return uniqueGroupNames(out)
+}
+
+// uniqueGroupNames merges groups that ended up with the same name.
+func uniqueGroupNames(groups []*group) []*group {
+	index := map[string]*group{}
+	var out []*group
+	for _, g := range groups {
+		if prev := index[g.name]; prev != nil {
+			prev.members = append(prev.members, g.members...)
+			if prev.desc == "" {
+				prev.desc = g.desc
+			}
+			continue
+		}
+		index[g.name] = g
+		out = append(out, g)
+	}
+	return out
+}
+
+// actionNames derives the group's action names: explicit ones first, then
+// the id without the entity's words where unique, else the whole id in
+// snake case; never DescribeAction.
+func (c *compiler) actionNames(g *group) []string {
+	ms := g.members
+	names := make([]string, len(ms))
+	taken := map[string]bool{registry.DescribeAction: true}
+	for i, mb := range ms {
+		if mb.action != "" {
+			n := toolSafe(mb.action, 64)
+			for k := 2; taken[n]; k++ {
+				suffix := fmt.Sprintf("_%d", k)
+				n = truncateName(toolSafe(mb.action, 64), 64-len(suffix)) + suffix
+			}
+			names[i] = n
+			taken[n] = true
+		}
+	}
+	count := map[string]int{}
+	cand := make([]string, len(ms))
+	for i, mb := range ms {
+		if names[i] == "" {
+			cand[i] = actionName(mb.op.ID, g.name)
+			count[cand[i]]++
+		}
+	}
+	for i, mb := range ms {
+		if names[i] != "" {
+			continue
+		}
+		n := cand[i]
+		if n == "" || count[n] > 1 || taken[n] {
+			n = snake(mb.op.ID, 64)
+		}
+		base := n
+		for k := 2; taken[n]; k++ {
+			suffix := fmt.Sprintf("_%d", k)
+			n = truncateName(base, 64-len(suffix)) + suffix
+		}
+		taken[n] = true
+		names[i] = n
+	}
+	return names
 }
 
 // tagEntityNames maps each tag used by an operation to its entity name: the
@@ -194,45 +384,119 @@ func pathEntity(path string) string {
 	return "default"
 }
 
-// entityDescription is the entity's description plus one line per action,
-// bounded at maxDescription.
-func entityDescription(name, desc string, actions []*registry.Action) string {
+// level is one step of shortening tools/list to fit ToolsBudget.
+type level struct {
+	desc    int // bound of the entity's own description
+	summary int // bound of each action's summary line; 0 leaves them out
+	union   int // largest union-of-parameters schema shown; 0 shows none
+}
+
+var levels = []level{
+	{desc: 400, summary: 160, union: 4096},
+	{desc: 300, summary: 100, union: 2048},
+	{desc: 200, summary: 60, union: 1024},
+	{desc: 160, summary: 0, union: 1024},
+	{desc: 120, summary: 0, union: 0},
+	{desc: 60, summary: 0, union: 0},
+}
+
+// fitBudget sets each entity's description, input schema and Compact
+// flag at the richest level whose tools/list fits ToolsBudget (the last
+// level otherwise).
+func fitBudget(entities []*registry.Entity, groups []*group) {
+	descs := map[string]string{}
+	for _, g := range groups {
+		descs[g.name] = g.desc
+	}
+	unions := make([]*jsonschema.Schema, len(entities))
+	sizes := make([]int, len(entities))
+	for i, e := range entities {
+		unions[i] = unionSchema(e.Actions)
+		b, err := json.Marshal(unions[i])
+		if err != nil {
+			sizes[i] = 1 << 30
+			continue
+		}
+		sizes[i] = len(b)
+	}
+	for li, lv := range levels {
+		total := len(`{"tools":[]}`)
+		for i, e := range entities {
+			e.Description = entityDescription(e.Name, descs[e.Name], e.Actions, lv)
+			if lv.union > 0 && sizes[i] <= lv.union {
+				e.InputSchema, e.Compact = unions[i], false
+			} else {
+				e.InputSchema, e.Compact = compactSchema(e.Actions), true
+			}
+			b, _ := json.Marshal(registry.Tool{Name: e.Name, Description: e.Description, InputSchema: e.InputSchema, Annotations: e.Annotations.MCP()})
+			total += len(b) + 1
+		}
+		if total <= ToolsBudget || li == len(levels)-1 {
+			return
+		}
+	}
+}
+
+// describeHint tells the agent how to reach an action's parameters.
+const describeHint = `action "describe" with "target": <action> returns that action's parameters.`
+
+// entityDescription is the entity's description, then, at levels that keep
+// them, one line per action.
+func entityDescription(name, desc string, actions []*registry.Action, lv level) string {
 	var b strings.Builder
 	desc = strings.TrimSpace(desc)
 	if desc == "" {
 		desc = "Operations on " + strings.ReplaceAll(name, "_", " ") + "."
 	}
-	b.WriteString(truncate(desc, 400))
-	b.WriteString("\nActions:")
-	for _, a := range actions {
-		s := a.Op.Summary
-		if s == "" {
-			s = oneLine(a.Op.Description)
+	b.WriteString(truncate(desc, lv.desc))
+	if lv.summary > 0 {
+		b.WriteString("\nActions:")
+		for _, a := range actions {
+			s := a.Op.Summary
+			if s == "" {
+				s = oneLine(a.Op.Description)
+			}
+			if s == "" {
+				s = a.Op.Method + " " + a.Op.Path
+			}
+			b.WriteString("\n- " + a.Name + ": " + truncate(s, lv.summary))
 		}
-		if s == "" {
-			s = a.Op.Method + " " + a.Op.Path
-		}
-		b.WriteString("\n- " + a.Name + ": " + truncate(s, 160))
 	}
 	return truncate(b.String(), maxDescription)
 }
 
-// entitySchema is the tool schema: the action enum plus the union of the
-// actions' arguments.
-func entitySchema(actions []*registry.Action) *jsonschema.Schema {
-	enum := make([]any, len(actions))
-	names := make([]string, len(actions))
-	for i, a := range actions {
-		enum[i] = a.Name
-		names[i] = a.Name
+// actionProperty is the "action" argument: the actions plus describe.
+func actionProperty(actions []*registry.Action) *jsonschema.Schema {
+	enum := make([]any, 0, len(actions)+1)
+	for _, a := range actions {
+		enum = append(enum, a.Name)
 	}
-	props := map[string]*jsonschema.Schema{
-		"action": {
-			Type:        "string",
-			Enum:        enum,
-			Description: truncate("The action to perform: "+strings.Join(names, ", ")+".", maxDescription),
+	enum = append(enum, registry.DescribeAction)
+	return &jsonschema.Schema{Type: "string", Enum: enum, Description: "The action to perform; its arguments go beside it. " + describeHint}
+}
+
+// targetProperty is the argument of the describe action.
+func targetProperty() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: `With action "describe": the action to describe.`}
+}
+
+// compactSchema is the tool schema that leaves the actions' parameters to
+// the describe action.
+func compactSchema(actions []*registry.Action) *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type: "object",
+		Properties: map[string]*jsonschema.Schema{
+			"action":                actionProperty(actions),
+			registry.DescribeTarget: targetProperty(),
 		},
+		Required: []string{"action"},
 	}
+}
+
+// unionSchema is the tool schema that shows the action enum plus the union
+// of the actions' arguments.
+func unionSchema(actions []*registry.Action) *jsonschema.Schema {
+	props := map[string]*jsonschema.Schema{"action": actionProperty(actions)}
 	users := map[string][]string{}
 	conflict := map[string]bool{}
 	first := map[string][]byte{}
@@ -264,34 +528,31 @@ func entitySchema(actions []*registry.Action) *jsonschema.Schema {
 	}
 	for pn := range conflict {
 		cp := *props[pn]
-		note := "(Differs between actions; taken by: " + strings.Join(users[pn], ", ") + ".)"
+		note := truncate("(Differs between actions; taken by: "+strings.Join(users[pn], ", "), 300) + ".)"
 		if cp.Description != "" {
 			note = truncate(cp.Description, maxDescription-len(note)-1) + " " + note
 		}
 		cp.Description = truncate(note, maxDescription)
 		props[pn] = &cp
 	}
+	if _, taken := props[registry.DescribeTarget]; !taken {
+		props[registry.DescribeTarget] = targetProperty()
+	}
 	return &jsonschema.Schema{Type: "object", Properties: props, Required: []string{"action"}}
 }
 
-// annotations derives behaviour hints from the actions' methods.
+// annotations are the entity's hints: read-only or idempotent when every
+// action is, destructive when any action is.
 func annotations(actions []*registry.Action) registry.Annotations {
+	if len(actions) == 0 {
+		return registry.Annotations{}
+	}
 	a := registry.Annotations{ReadOnly: true, Idempotent: true}
 	for _, ac := range actions {
-		switch ac.Op.Method {
-		case "GET", "HEAD":
-		case "DELETE":
-			a.ReadOnly = false
-			a.Destructive = true
-		case "PUT":
-			a.ReadOnly = false
-		default:
-			a.ReadOnly = false
-			a.Idempotent = false
-		}
-	}
-	if len(actions) == 0 {
-		a.ReadOnly, a.Idempotent = false, false
+		h := ac.Op.Annotations()
+		a.ReadOnly = a.ReadOnly && h.ReadOnly
+		a.Idempotent = a.Idempotent && h.Idempotent
+		a.Destructive = a.Destructive || h.Destructive
 	}
 	return a
 }

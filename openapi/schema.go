@@ -49,6 +49,9 @@ func truncate(s string, n int) string {
 		return s
 	}
 	const mark = "…"
+	if n <= len(mark) {
+		return ""
+	}
 	cut := n - len(mark)
 	for cut > 0 && !utf8RuneStart(s[cut]) {
 		cut--

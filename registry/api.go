@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -217,4 +218,154 @@ func typeName(s *jsonschema.Schema) string {
 		return "one of several shapes"
 	}
 	return "any"
+}
+
+// DescribeAction is the reserved action of every entity tool that answers
+// locally, without calling upstream, with the full parameter schema of the
+// action named by the DescribeTarget argument (or, without one, a summary
+// of every action). No operation is ever mapped to it.
+const DescribeAction = "describe"
+
+// DescribeTarget is the argument of DescribeAction naming the action to
+// describe.
+const DescribeTarget = "target"
+
+// Annotations returns the operation's behaviour hints, from its method.
+func (o *Operation) Annotations() Annotations {
+	switch o.Method {
+	case "GET", "HEAD":
+		return Annotations{ReadOnly: true, Idempotent: true}
+	case "DELETE":
+		return Annotations{Destructive: true, Idempotent: true}
+	case "PUT":
+		return Annotations{Idempotent: true}
+	}
+	return Annotations{}
+}
+
+// ToolAnnotations are Annotations as MCP tool annotations, in MCP's JSON
+// form: a hint equal to MCP's default is left out (destructiveHint and
+// openWorldHint default to true), which keeps tools/list small.
+type ToolAnnotations struct {
+	ReadOnlyHint    bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	IdempotentHint  bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool `json:"openWorldHint,omitempty"`
+}
+
+// MCP returns the annotations as MCP tool annotations. Every tool reaches
+// an outside service, so openWorldHint keeps its default, true.
+func (a Annotations) MCP() ToolAnnotations {
+	t := ToolAnnotations{ReadOnlyHint: a.ReadOnly, IdempotentHint: a.Idempotent}
+	if !a.ReadOnly && !a.Destructive {
+		f := false
+		t.DestructiveHint = &f
+	}
+	return t
+}
+
+// Tool is one entity as an MCP tool, the way tools/list shows it.
+type Tool struct {
+	Name        string             `json:"name"`
+	Description string             `json:"description"`
+	InputSchema *jsonschema.Schema `json:"inputSchema"`
+	Annotations ToolAnnotations    `json:"annotations"`
+}
+
+// Tools returns one Tool per entity, in entity order.
+func (a *API) Tools() []Tool {
+	out := make([]Tool, 0, len(a.Entities))
+	for _, e := range a.Entities {
+		out = append(out, Tool{Name: e.Name, Description: e.Description, InputSchema: e.InputSchema, Annotations: e.Annotations.MCP()})
+	}
+	return out
+}
+
+// ToolsJSON returns the JSON of the MCP tools/list result for the API,
+// {"tools": [...]}, built on first use and cached: serve it as is. The
+// caller must not modify the returned bytes.
+func (a *API) ToolsJSON() []byte {
+	a.toolsOnce.Do(func() {
+		b, err := json.Marshal(struct {
+			Tools []Tool `json:"tools"`
+		}{a.Tools()})
+		if err != nil {
+			// Schemas that do not marshal were refused by NewAPI's
+			// resolution already; an empty list is the safe answer.
+			b = []byte(`{"tools":[]}`)
+		}
+		a.tools = b
+	})
+	return a.tools
+}
+
+// ToolsListSize is the size in bytes of the tools/list result document.
+func (a *API) ToolsListSize() int { return len(a.ToolsJSON()) }
+
+// actionDoc is the DescribeAction answer for one action.
+type actionDoc struct {
+	Entity      string             `json:"entity"`
+	Action      string             `json:"action"`
+	OperationID string             `json:"operation_id"`
+	Method      string             `json:"method"`
+	Path        string             `json:"path"`
+	Summary     string             `json:"summary,omitempty"`
+	Description string             `json:"description,omitempty"`
+	Deprecated  bool               `json:"deprecated,omitempty"`
+	Annotations ToolAnnotations    `json:"annotations"`
+	Usage       string             `json:"usage"`
+	InputSchema *jsonschema.Schema `json:"inputSchema"`
+}
+
+// actionSummary is one line of the DescribeAction answer without target.
+type actionSummary struct {
+	Action      string          `json:"action"`
+	Summary     string          `json:"summary,omitempty"`
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	Required    []string        `json:"required,omitempty"`
+	Annotations ToolAnnotations `json:"annotations"`
+}
+
+// Describe answers DescribeAction locally. With an action name it returns
+// that action's operation, behaviour hints and full input schema (the
+// arguments to pass beside "action"); with "" it returns every action's
+// summary, method, path and required arguments. An unknown action is an
+// ErrInvalid error with code "invalid_arguments" that lists the actions.
+func (e *Entity) Describe(action string) (json.RawMessage, error) {
+	if action == "" {
+		list := make([]actionSummary, 0, len(e.Actions))
+		for _, a := range e.Actions {
+			s := actionSummary{Action: a.Name, Annotations: a.Op.Annotations().MCP(), Method: a.Op.Method, Path: a.Op.Path, Summary: a.Op.Summary}
+			if a.Op.InputSchema != nil {
+				s.Required = a.Op.InputSchema.Required
+			}
+			list = append(list, s)
+		}
+		return json.Marshal(struct {
+			Entity  string          `json:"entity"`
+			Usage   string          `json:"usage"`
+			Actions []actionSummary `json:"actions"`
+		}{e.Name, fmt.Sprintf("Call {\"action\": %q, %q: \"<action>\"} for an action's full parameter schema.", DescribeAction, DescribeTarget), list})
+	}
+	a, ok := e.Action(action)
+	if !ok || a.Op == nil {
+		names := make([]string, 0, len(e.Actions))
+		for _, x := range e.Actions {
+			names = append(names, x.Name)
+		}
+		msg := fmt.Sprintf("%s: unknown action %q; actions: %s", e.Name, truncateString(action, 64), strings.Join(names, ", "))
+		if len(msg) > maxArgsMessage {
+			msg = msg[:maxArgsMessage-3] + "..."
+		}
+		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_arguments", "%s", msg)
+	}
+	op := a.Op
+	return json.Marshal(actionDoc{
+		Entity: e.Name, Action: a.Name, OperationID: op.ID, Method: op.Method, Path: op.Path,
+		Summary: op.Summary, Description: op.Description, Deprecated: op.Deprecated,
+		Annotations: op.Annotations().MCP(),
+		Usage:       fmt.Sprintf("Call this tool with {\"action\": %q} plus the arguments below as top-level properties.", a.Name),
+		InputSchema: op.InputSchema,
+	})
 }

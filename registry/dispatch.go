@@ -10,11 +10,14 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	switchboard "github.com/switchboardhq/switchboard"
 )
@@ -143,7 +146,7 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	}
 	known := make(map[string]bool, len(op.Params)+1)
 	for _, p := range op.Params {
-		known[p.Name] = true
+		known[p.ArgName()] = true
 	}
 	if op.Body != nil {
 		known["body"] = true
@@ -181,23 +184,37 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	header := http.Header{}
 	var cookies []*http.Cookie
 	for _, p := range op.Params {
-		v, ok := args[p.Name]
+		v, ok := args[p.ArgName()]
 		if !ok || v == nil || p.In == "path" {
 			continue
 		}
 		switch p.In {
 		case "query":
+			if p.ContentType != "" {
+				query = append(query, url.QueryEscape(p.Name)+"="+url.QueryEscape(contentValue(v)))
+				continue
+			}
 			for _, kv := range queryPairs(p, v) {
 				query = append(query, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
 			}
 		case "header":
 			s := simpleValue(v, explode(p, false))
+			if p.ContentType != "" {
+				s = contentValue(v)
+			}
 			if strings.ContainsAny(s, "\r\n") {
 				return nil, invalidArgs(op, "header parameter %q holds a line break", p.Name)
 			}
 			header.Set(p.Name, s)
 		case "cookie":
-			cookies = append(cookies, &http.Cookie{Name: p.Name, Value: simpleValue(v, false)})
+			s := simpleValue(v, false)
+			if p.ContentType != "" {
+				s = contentValue(v)
+			}
+			if strings.ContainsAny(s, ";\r\n\x00") {
+				return nil, invalidArgs(op, "cookie parameter %q holds a character a cookie cannot carry", p.Name)
+			}
+			cookies = append(cookies, &http.Cookie{Name: p.Name, Value: s, Quoted: false})
 		}
 	}
 	u.RawQuery = strings.Join(query, "&")
@@ -284,16 +301,29 @@ func fillPath(op *Operation, args map[string]any) (string, error) {
 		b.WriteString(tmpl[:i])
 		name := tmpl[i+1 : i+j]
 		tmpl = tmpl[i+j+1:]
-		v, ok := args[name]
-		if !ok || v == nil {
-			return "", invalidArgs(op, "missing required path parameter %q; expects %s", name, op.expects())
+		p, declared := params[name]
+		if !declared {
+			p = Param{Name: name, In: "path"}
 		}
-		p := params[name]
+		v, ok := args[p.ArgName()]
+		if !ok || v == nil {
+			return "", invalidArgs(op, "missing required path parameter %q; expects %s", p.ArgName(), op.expects())
+		}
 		s := simpleValue(v, explode(p, false))
+		if p.ContentType != "" {
+			s = contentValue(v)
+		}
 		if s == "" || s == "." || s == ".." {
 			return "", invalidArgs(op, "path parameter %q must not be empty, \".\" or \"..\"", name)
 		}
-		b.WriteString(url.PathEscape(s))
+		switch p.Style {
+		case "label":
+			b.WriteString("." + url.PathEscape(s))
+		case "matrix":
+			b.WriteString(";" + url.PathEscape(name) + "=" + url.PathEscape(s))
+		default:
+			b.WriteString(url.PathEscape(s))
+		}
 	}
 	return b.String(), nil
 }
@@ -440,7 +470,7 @@ func encodeBody(op *Operation, v any) ([]byte, string, error) {
 		}
 		var pairs [][2]string
 		for _, k := range sortedMapKeys(obj) {
-			flatten(k, obj[k], &pairs)
+			pairs = append(pairs, formPairs(k, obj[k], op.Body.Encoding[k])...)
 		}
 		parts := make([]string, len(pairs))
 		for i, kv := range pairs {
@@ -456,24 +486,38 @@ func encodeBody(op *Operation, v any) ([]byte, string, error) {
 		w := multipart.NewWriter(&buf)
 		for _, k := range sortedMapKeys(obj) {
 			values := []any{obj[k]}
-			if list, ok := obj[k].([]any); ok {
+			enc := op.Body.Encoding[k]
+			var ps *jsonschema.Schema
+			if s := op.Body.Schema; s != nil {
+				ps = s.Properties[k]
+			}
+			if list, ok := obj[k].([]any); ok && !isJSONType(enc.ContentType) {
 				values = list
+				if ps != nil {
+					ps = ps.Items
+				}
 			}
-			binary := false
-			if s := op.Body.Schema; s != nil && s.Properties[k] != nil {
-				binary = s.Properties[k].Format == "binary"
-			}
+			binary := ps != nil && (ps.Format == "binary" || ps.ContentMediaType != "")
 			for _, x := range values {
 				if x == nil {
 					continue
 				}
 				var err error
-				if binary {
+				switch {
+				case binary:
 					var fw io.Writer
 					if fw, err = w.CreateFormFile(k, k); err == nil {
 						_, err = io.WriteString(fw, scalar(x))
 					}
-				} else {
+				case isJSONType(enc.ContentType) || isComposite(x):
+					var fw io.Writer
+					h := textproto.MIMEHeader{}
+					h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"`, escapeQuotes(k)))
+					h.Set("Content-Type", "application/json")
+					if fw, err = w.CreatePart(h); err == nil {
+						_, err = io.WriteString(fw, contentValue(x))
+					}
+				default:
 					err = w.WriteField(k, scalar(x))
 				}
 				if err != nil {
@@ -517,3 +561,86 @@ func truncateString(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// formPairs serialises one top-level property of a form-urlencoded body
+// by its encoding: scalars as k=v; arrays of scalars as repeated keys
+// (form, exploded: the default), joined by ",", " " or "|" (not exploded,
+// spaceDelimited, pipeDelimited) or indexed k[0]=v (deepObject); objects,
+// and arrays holding objects, with bracketed keys k[a][b]=v (deepObject,
+// and the common convention when no encoding is given) or as k=a,1,b,2
+// (form, not exploded); a property whose encoding is JSON as its JSON text.
+func formPairs(k string, v any, enc Encoding) [][2]string {
+	if v == nil {
+		return nil
+	}
+	if isJSONType(enc.ContentType) && isComposite(v) {
+		return [][2]string{{k, contentValue(v)}}
+	}
+	style := enc.Style
+	if style == "" {
+		style = "form"
+	}
+	ex := style == "form"
+	if enc.Explode != nil {
+		ex = *enc.Explode
+	}
+	switch val := v.(type) {
+	case []any:
+		if style == "deepObject" || !allScalar(val) {
+			var out [][2]string
+			flatten(k, val, &out)
+			return out
+		}
+		return queryPairs(Param{Name: k, In: "query", Style: style, Explode: &ex}, val)
+	case map[string]any:
+		if style == "form" && !ex {
+			return queryPairs(Param{Name: k, In: "query", Style: style, Explode: &ex}, val)
+		}
+		var out [][2]string
+		flatten(k, val, &out)
+		return out
+	}
+	return [][2]string{{k, scalar(v)}}
+}
+
+func allScalar(list []any) bool {
+	for _, x := range list {
+		if isComposite(x) {
+			return false
+		}
+	}
+	return true
+}
+
+func isComposite(v any) bool {
+	switch v.(type) {
+	case []any, map[string]any:
+		return true
+	}
+	return false
+}
+
+// isJSONType reports whether a media type is JSON (application/json or a
+// +json type).
+func isJSONType(ct string) bool {
+	base, _, _ := strings.Cut(ct, ";")
+	base = strings.ToLower(strings.TrimSpace(base))
+	return base == "application/json" || strings.HasSuffix(base, "+json")
+}
+
+// contentValue serialises a parameter or part described by a media type:
+// strings as they are, anything else as JSON.
+func contentValue(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return scalar(v)
+	}
+	return string(b)
+}
+
+var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
+
+func escapeQuotes(s string) string { return quoteEscaper.Replace(s) }

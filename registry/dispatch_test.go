@@ -46,6 +46,7 @@ func arr() *jsonschema.Schema {
 }
 func obj() *jsonschema.Schema { return &jsonschema.Schema{Type: "object"} }
 func no() *bool               { b := false; return &b }
+func yes() *bool              { b := true; return &b }
 
 // recorded is what the upstream server saw.
 type recorded struct {
@@ -122,7 +123,8 @@ func TestBuildRequest(t *testing.T) {
 		{name: "deepObject", op: testOp("GET", "/x", []Param{{Name: "filter", In: "query", Style: "deepObject", Schema: obj()}}, nil),
 			args:    map[string]any{"filter": map[string]any{"size": "m", "range": map[string]any{"min": float64(1)}}},
 			wantURI: "/v1/x?filter%5Brange%5D%5Bmin%5D=1&filter%5Bsize%5D=m"},
-		{name: "form-encoded nested body", op: testOp("POST", "/customers", nil, &Body{ContentType: "application/x-www-form-urlencoded", Schema: obj()}),
+		{name: "form-encoded nested body", op: testOp("POST", "/customers", nil, &Body{ContentType: "application/x-www-form-urlencoded", Schema: obj(),
+			Encoding: map[string]Encoding{"expand": {Style: "deepObject", Explode: yes()}}}),
 			args: map[string]any{"body": map[string]any{
 				"metadata": map[string]any{"a": "1"},
 				"items":    []any{map[string]any{"price": "p_1", "quantity": float64(2)}},
@@ -131,6 +133,27 @@ func TestBuildRequest(t *testing.T) {
 			}},
 			wantURI: "/v1/customers", wantCT: "application/x-www-form-urlencoded",
 			wantBody: "expand%5B0%5D=x&expand%5B1%5D=y&items%5B0%5D%5Bprice%5D=p_1&items%5B0%5D%5Bquantity%5D=2&metadata%5Ba%5D=1&name=Ann+%26+Bob"},
+		{name: "form-encoded by encoding", op: testOp("POST", "/f", nil, &Body{ContentType: "application/x-www-form-urlencoded", Schema: obj(),
+			Encoding: map[string]Encoding{"pipes": {Style: "pipeDelimited", Explode: no()}, "csv": {Explode: no()}, "meta": {ContentType: "application/json"}, "kv": {Explode: no()}}}),
+			args: map[string]any{"body": map[string]any{
+				"tags": []any{"a", "b"}, "pipes": []any{"a", "b"}, "csv": []any{"a", "b"},
+				"meta": map[string]any{"k": "v"}, "kv": map[string]any{"x": "1"}, "skip": nil,
+			}},
+			wantURI: "/v1/f", wantCT: "application/x-www-form-urlencoded",
+			wantBody: "csv=a%2Cb&kv=x%2C1&meta=%7B%22k%22%3A%22v%22%7D&pipes=a%7Cb&tags=a&tags=b"},
+		{name: "path styles and content params", op: testOp("GET", "/p/{l}/{m}", []Param{
+			{Name: "l", In: "path", Required: true, Style: "label", Schema: str()},
+			{Name: "m", In: "path", Required: true, Style: "matrix", Schema: str()},
+			{Name: "q", In: "query", ContentType: "application/json", Schema: obj()},
+			{Name: "s", In: "query", Style: "spaceDelimited", Explode: no(), Schema: arr()},
+		}, nil),
+			args:    map[string]any{"l": "x", "m": "y", "q": map[string]any{"a": float64(1)}, "s": []any{"a", "b"}},
+			wantURI: "/v1/p/.x/;m=y?q=%7B%22a%22%3A1%7D&s=a+b"},
+		{name: "octet-stream body", op: testOp("PUT", "/blob", nil, &Body{ContentType: "application/octet-stream", Schema: &jsonschema.Schema{Type: "string", Format: "binary"}}),
+			args: map[string]any{"body": "raw bytes"}, wantURI: "/v1/blob", wantCT: "application/octet-stream", wantBody: "raw bytes"},
+		{name: "json-patch body", op: testOp("PATCH", "/doc", nil, &Body{ContentType: "application/json-patch+json", Schema: &jsonschema.Schema{Type: "array", Items: obj()}}),
+			args:    map[string]any{"body": []any{map[string]any{"op": "replace", "path": "/a", "value": "b"}}},
+			wantURI: "/v1/doc", wantCT: "application/json-patch+json", wantBody: `[{"op":"replace","path":"/a","value":"b"}]`},
 		{name: "json body", op: testOp("POST", "/w", nil, &Body{ContentType: "application/json", Required: true, Schema: obj()}),
 			args: map[string]any{"body": map[string]any{"name": "w", "tags": []any{"a"}}}, wantURI: "/v1/w",
 			wantCT: "application/json", wantBody: `{"name":"w","tags":["a"]}`},
@@ -144,8 +167,8 @@ func TestBuildRequest(t *testing.T) {
 		{name: "base with trailing slash", op: testOp("GET", "/files", nil, nil), base: srv.URL + "/api/v2/", wantURI: "/api/v2/files"},
 		{name: "relative op server", op: func() *Operation { o := testOp("GET", "/f", nil, nil); o.Server = "/upload/"; return o }(), wantURI: "/upload/f"},
 		{name: "multipart", op: testOp("POST", "/up", nil, &Body{ContentType: "multipart/form-data",
-			Schema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"file": {Type: "string", Format: "binary"}, "name": str()}}}),
-			args: map[string]any{"body": map[string]any{"file": "DATA", "name": "n.txt"}}, wantURI: "/v1/up",
+			Schema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"file": {Type: "string", Format: "binary"}, "name": str(), "meta": obj(), "tags": arr()}}}),
+			args: map[string]any{"body": map[string]any{"file": "DATA", "name": "n.txt", "meta": map[string]any{"k": "v"}, "tags": []any{"a", "b"}}}, wantURI: "/v1/up",
 			check: func(t *testing.T, r recorded) {
 				mt, params, err := mime.ParseMediaType(r.contentType)
 				if err != nil || mt != "multipart/form-data" {
@@ -157,6 +180,12 @@ func TestBuildRequest(t *testing.T) {
 				}
 				if form.Value["name"][0] != "n.txt" || len(form.File["file"]) != 1 {
 					t.Errorf("form %v %v", form.Value, form.File)
+				}
+				if got := form.Value["meta"]; len(got) != 1 || got[0] != `{"k":"v"}` {
+					t.Errorf("JSON part %v", got)
+				}
+				if got := form.Value["tags"]; len(got) != 2 || got[1] != "b" {
+					t.Errorf("array parts %v", got)
 				}
 			}},
 	}

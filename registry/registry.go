@@ -2,6 +2,7 @@ package registry
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -34,6 +35,9 @@ type API struct {
 
 	entities map[string]*Entity
 	ops      map[string]*Operation // by Name and by original ID
+
+	toolsOnce sync.Once
+	tools     []byte // the tools/list result document, built once
 }
 
 // Entity is a group of operations on one kind of thing (issues, pulls, ...).
@@ -44,13 +48,22 @@ type Entity struct {
 	Description string // ≤ 1024 characters
 	Actions     []*Action
 	// InputSchema is the tool's input schema: an object with an "action"
-	// enum plus the parameters of its actions; no $ref, items on every
-	// array.
+	// enum (the actions plus DescribeAction) and, when they fit the
+	// context budget, the parameters of its actions; no $ref, items on
+	// every array. When Compact is set it shows only "action" and
+	// DescribeTarget: an action's own parameters are one DescribeAction
+	// call away.
 	InputSchema *jsonschema.Schema
+	// Compact reports that InputSchema leaves the actions' parameters out.
+	Compact bool
+	// Annotations hold where all actions agree (see Annotations).
 	Annotations Annotations
 }
 
-// Annotations are behaviour hints derived from HTTP methods.
+// Annotations are behaviour hints derived from HTTP methods: GET and HEAD
+// are read-only, DELETE is destructive, GET, HEAD, PUT and DELETE are
+// idempotent. An entity's annotations say ReadOnly or Idempotent only when
+// all its actions are, and Destructive when any action is.
 type Annotations struct {
 	ReadOnly    bool // every action is GET or HEAD
 	Destructive bool // some action is DELETE
@@ -76,6 +89,9 @@ type Operation struct {
 	Description string
 	Params      []Param
 	Body        *Body
+	// Deprecated reports that the description marks the operation
+	// deprecated.
+	Deprecated bool
 	// Server overrides the API's server for this operation, if set.
 	Server string
 	// InputSchema is the object schema of this operation's arguments:
@@ -87,12 +103,19 @@ type Operation struct {
 
 // Param is one path, query, header or cookie parameter.
 type Param struct {
-	Name     string
+	// Name is the parameter's name on the wire.
+	Name string
+	// Arg, when set, is the argument that carries the parameter, because
+	// Name is taken (the same name in two places, or "body" or "action").
+	Arg      string
 	In       string // path, query, header, cookie
 	Required bool
 	Style    string // OpenAPI style; empty means the default for In
 	Explode  *bool
-	Schema   *jsonschema.Schema
+	// ContentType, when set, is the media type the value is serialised in
+	// (a parameter described with "content", such as application/json).
+	ContentType string
+	Schema      *jsonschema.Schema
 }
 
 // Body is an operation's request body.
@@ -100,6 +123,21 @@ type Body struct {
 	ContentType string
 	Required    bool
 	Schema      *jsonschema.Schema
+	// Encoding holds the description's per-property encoding of a form or
+	// multipart body, by top-level property name.
+	Encoding map[string]Encoding
+}
+
+// Encoding is how one property of a form-urlencoded or multipart body is
+// serialised (OpenAPI's Encoding Object). The zero value is the default:
+// form style, exploded.
+type Encoding struct {
+	// Style is form, spaceDelimited, pipeDelimited or deepObject.
+	Style   string
+	Explode *bool
+	// ContentType is the media type of the property's part or value, such
+	// as application/json.
+	ContentType string
 }
 
 // Applier injects upstream credentials into an outgoing request. The auth
@@ -107,4 +145,12 @@ type Body struct {
 // credential value.
 type Applier interface {
 	Apply(req *http.Request) error
+}
+
+// ArgName is the name of the argument that carries the parameter.
+func (p Param) ArgName() string {
+	if p.Arg != "" {
+		return p.Arg
+	}
+	return p.Name
 }

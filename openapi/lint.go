@@ -1,0 +1,291 @@
+package openapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	switchboard "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/registry"
+)
+
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// LintPackage checks the connector package rooted at fsys: the manifest,
+// the files it names, the description and mapping (compiled as the catalog
+// would), the fields the auth section and base URL use, the tool schema
+// rules for every tool and action, and the context budget. Findings are in
+// a stable order; the package is usable when none is an error.
+func LintPackage(fsys fs.FS) []Finding {
+	var out []Finding
+	add := func(sev, file, path, format string, args ...any) {
+		out = append(out, Finding{Severity: sev, File: file, Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	raw, err := fs.ReadFile(fsys, ManifestFile)
+	if err != nil {
+		add(SeverityError, ManifestFile, "$", "cannot read the manifest: %v", err)
+		return out
+	}
+	var m registry.Manifest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		add(SeverityError, ManifestFile, "$", "the manifest is not valid: %v", err)
+		return out
+	}
+	if !switchboard.ValidSlug(m.ID) {
+		add(SeverityError, ManifestFile, "$.id", "id %q is not a slug", truncate(m.ID, 80))
+	}
+	if m.Version == "" {
+		add(SeverityError, ManifestFile, "$.version", "no version")
+	}
+	if m.Name == "" {
+		add(SeverityWarning, ManifestFile, "$.name", "no name")
+	}
+	switch m.Type {
+	case registry.TypeOpenAPI, registry.TypeMCPRemote, registry.TypeMCPLocal:
+	default:
+		add(SeverityError, ManifestFile, "$.type", "unknown connector type %q", truncate(m.Type, 40))
+	}
+	out = append(out, lintFields(&m)...)
+	for _, ref := range []struct{ path, file string }{
+		{"$.docs.guide", m.Docs.Guide}, {"$.icons.small", m.Icons.Small}, {"$.icons.large", m.Icons.Large},
+	} {
+		if ref.file == "" {
+			continue
+		}
+		if _, err := fs.Stat(fsys, ref.file); err != nil {
+			add(SeverityError, ManifestFile, ref.path, "file %q is missing", ref.file)
+		}
+	}
+	if m.Type != registry.TypeOpenAPI {
+		return out
+	}
+	if m.OpenAPI == "" {
+		add(SeverityError, ManifestFile, "$.openapi", "type openapi names no description")
+		return out
+	}
+	spec, err := fs.ReadFile(fsys, m.OpenAPI)
+	if err != nil {
+		add(SeverityError, ManifestFile, "$.openapi", "cannot read the description %q", m.OpenAPI)
+		return out
+	}
+	var mapping []byte
+	if m.Mapping != "" {
+		if mapping, err = fs.ReadFile(fsys, m.Mapping); err != nil {
+			add(SeverityError, ManifestFile, "$.mapping", "cannot read the mapping %q", m.Mapping)
+			return out
+		}
+	}
+	r, err := Analyze(spec, mapping)
+	if err != nil {
+		file := m.OpenAPI
+		if switchboard.CodeOf(err) == "invalid_mapping" {
+			file = m.Mapping
+		}
+		add(SeverityError, file, "$", "%v", err)
+		return out
+	}
+	for _, f := range r.Findings {
+		if f.File == "mapping" {
+			f.File = m.Mapping
+		} else {
+			f.File = m.OpenAPI
+		}
+		out = append(out, f)
+	}
+	out = append(out, LintAPI(r.API)...)
+	if m.Mapping != "" {
+		used := map[*registry.Operation]bool{}
+		for _, e := range r.API.Entities {
+			for _, a := range e.Actions {
+				used[a.Op] = true
+			}
+		}
+		if n := countOperations(r) - len(used); n > 0 {
+			add(SeverityWarning, m.Mapping, "$.entities", "%d operations of the description are not mapped to an action and cannot be called", n)
+		}
+	}
+	return out
+}
+
+// countOperations counts the operations of the loaded description.
+func countOperations(r *Result) int {
+	n := 0
+	if r.Doc.Paths != nil {
+		for _, item := range r.Doc.Paths.Map() {
+			if item != nil {
+				n += len(item.Operations())
+			}
+		}
+	}
+	return n
+}
+
+// lintFields checks that every field the auth section and the base URL
+// name is declared, and that credentials are secret.
+func lintFields(m *registry.Manifest) []Finding {
+	var out []Finding
+	need := func(path, name string, secret bool) {
+		f, ok := m.Field(name)
+		switch {
+		case !ok:
+			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: path, Message: fmt.Sprintf("field %q is not declared in env", name)})
+		case secret && !f.Secret:
+			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: path, Message: fmt.Sprintf("field %q holds a credential but is not secret", name)})
+		}
+	}
+	seen := map[string]bool{}
+	for i, f := range m.Env {
+		p := fmt.Sprintf("$.env[%d]", i)
+		if f.Name == "" || seen[f.Name] {
+			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: p + ".name", Message: fmt.Sprintf("field name %q is empty or declared twice", f.Name)})
+		}
+		seen[f.Name] = true
+		if f.Label == "" {
+			out = append(out, Finding{Severity: SeverityWarning, File: ManifestFile, Path: p + ".label", Message: "field has no label"})
+		}
+	}
+	if m.Auth.Field != "" {
+		need("$.auth.field", m.Auth.Field, true)
+	}
+	if m.Auth.TokenField != "" {
+		need("$.auth.token_field", m.Auth.TokenField, true)
+	}
+	for _, name := range placeholders(m.Auth.Format, "{SECRET:") {
+		need("$.auth.format", name, true)
+	}
+	for _, name := range placeholders(m.BaseURL, "{ENV:") {
+		need("$.base_url", name, false)
+	}
+	for i, mode := range m.Auth.Modes {
+		switch mode {
+		case registry.ModeAPIKey, registry.ModeAccessToken, registry.ModeClientCredentials, registry.ModeOAuth, registry.ModeOAuthCentral, registry.ModeJWT:
+		default:
+			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: fmt.Sprintf("$.auth.modes[%d]", i), Message: fmt.Sprintf("unknown auth mode %q", truncate(mode, 40))})
+		}
+	}
+	return out
+}
+
+// placeholders lists the names of open...} placeholders in s.
+func placeholders(s, open string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return out
+		}
+		s = s[i+len(open):]
+		j := strings.IndexByte(s, '}')
+		if j < 0 {
+			return out
+		}
+		out = append(out, s[:j])
+		s = s[j+1:]
+	}
+}
+
+// LintAPI checks a compiled registry against the tool rules: names,
+// schemas (object root, no $ref, items on every array, no duplicate
+// required entries, bounded descriptions, resolvable as JSON Schema
+// 2020-12) for every tool and every action, and the context budget.
+func LintAPI(api *registry.API) []Finding {
+	var out []Finding
+	for _, e := range api.Entities {
+		where := "tools['" + e.Name + "']"
+		if !toolNamePattern.MatchString(e.Name) {
+			out = append(out, Finding{Severity: SeverityError, Path: where, Message: "tool name is not valid"})
+		}
+		for _, msg := range SchemaViolations(e.InputSchema) {
+			out = append(out, Finding{Severity: SeverityError, Path: where + ".inputSchema", Message: msg})
+		}
+		for _, a := range e.Actions {
+			aw := where + ".actions['" + a.Name + "']"
+			if !toolNamePattern.MatchString(a.Name) || !toolNamePattern.MatchString(a.Op.Name) {
+				out = append(out, Finding{Severity: SeverityError, Path: aw, Message: "action or operation name is not valid"})
+			}
+			for _, msg := range SchemaViolations(a.Op.InputSchema) {
+				out = append(out, Finding{Severity: SeverityError, Path: aw + ".inputSchema", Message: msg})
+			}
+		}
+	}
+	if n := api.ToolsListSize(); n > ToolsBudget {
+		out = append(out, Finding{Severity: SeverityWarning, Path: "tools", Message: fmt.Sprintf("tools/list is %d bytes, over the budget of %d", n, ToolsBudget)})
+	}
+	if len(api.Entities) > MaxEntities {
+		out = append(out, Finding{Severity: SeverityWarning, Path: "tools", Message: fmt.Sprintf("%d tools, over the aim of %d", len(api.Entities), MaxEntities)})
+	}
+	return out
+}
+
+// SchemaViolations lists how s breaks the tool schema rules: an object
+// root, no $ref, items on every array, no duplicate required entries,
+// descriptions of at most 1024 bytes, and resolvable as JSON Schema
+// 2020-12. Each message names the JSON pointer of the offending node.
+func SchemaViolations(s *jsonschema.Schema) []string {
+	if s == nil {
+		return []string{"no schema"}
+	}
+	var out []string
+	if s.Type != "object" {
+		out = append(out, "root is not type object")
+	}
+	if _, err := s.Resolve(nil); err != nil {
+		out = append(out, "does not resolve as JSON Schema 2020-12: "+truncate(err.Error(), 200))
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return append(out, "does not marshal: "+err.Error())
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return append(out, "does not marshal: "+err.Error())
+	}
+	var walk func(ptr string, v any)
+	walk = func(ptr string, v any) {
+		if len(out) > 20 {
+			return
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if _, ok := x["$ref"]; ok {
+				out = append(out, "$ref at "+ptr)
+			}
+			if d, ok := x["description"].(string); ok && len(d) > maxDescription {
+				out = append(out, fmt.Sprintf("description of %d bytes at %s", len(d), ptr))
+			}
+			isArray := x["type"] == "array"
+			if list, ok := x["type"].([]any); ok {
+				isArray = isArray || slices.Contains(list, any("array"))
+			}
+			if isArray && x["items"] == nil && x["prefixItems"] == nil {
+				out = append(out, "array without items at "+ptr)
+			}
+			if req, ok := x["required"].([]any); ok {
+				seen := map[any]bool{}
+				for _, r := range req {
+					if seen[r] {
+						out = append(out, fmt.Sprintf("duplicate required %v at %s", r, ptr))
+					}
+					seen[r] = true
+				}
+			}
+			for _, k := range sortedKeys(x) {
+				walk(ptr+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), x[k])
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s/%d", ptr, i), e)
+			}
+		}
+	}
+	walk("", v)
+	return out
+}
