@@ -1,7 +1,13 @@
 // Package openapi compiles a vendor's OpenAPI description (3.0, 3.1, and
-// Swagger 2.0 by conversion) into the registry's entity -> action ->
-// operation model: self-contained, bounded JSON Schemas for every tool, with
-// tool-safe, unique, deterministic names.
+// Swagger 2.0 by normalisation and conversion) into the registry's entity ->
+// action -> operation model: self-contained, bounded JSON Schemas for every
+// tool, with tool-safe, unique, deterministic names.
+//
+// Large APIs are grouped into at most MaxEntities tools and their tools/list
+// is kept within ToolsBudget bytes: tool schemas show the action enum and,
+// when they fit, the actions' arguments; an action's full parameter schema
+// is always one "describe" call away (registry.Entity.Describe). Generate
+// writes a connector package from a description; LintPackage checks one.
 package openapi
 
 import (
@@ -317,6 +323,15 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 			input.Required = append(input.Required, argName)
 		}
 	}
+	for _, name := range templateParams(path) {
+		declared := false
+		for _, p := range o.Params {
+			declared = declared || (p.In == openapi3.ParameterInPath && p.Name == name)
+		}
+		if !declared {
+			return nil, fmt.Errorf("path parameter {%s} is not declared", name)
+		}
+	}
 	if op.RequestBody != nil {
 		rb := op.RequestBody.Value
 		if rb == nil && op.RequestBody.Ref != "" {
@@ -357,6 +372,26 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 	}
 	o.InputSchema = input
 	return o, nil
+}
+
+// templateParams lists the {name} parameters of a path template, before
+// any "#" or "?" part.
+func templateParams(path string) []string {
+	path, _, _ = strings.Cut(path, "#")
+	path, _, _ = strings.Cut(path, "?")
+	var out []string
+	for {
+		i := strings.IndexByte(path, '{')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(path[i:], '}')
+		if j < 0 {
+			return out
+		}
+		out = append(out, path[i+1:i+j])
+		path = path[i+j+1:]
+	}
 }
 
 // reservedArgs are argument names an operation's parameters may not take:

@@ -16,7 +16,7 @@ const (
 	maxDescription = 1024
 	// maxDepth is the nesting depth below which schemas are replaced by a
 	// described placeholder.
-	maxDepth = 6
+	maxDepth = 8
 	// maxNodes bounds the number of schema nodes converted for one
 	// operation; past it, subschemas become placeholders.
 	maxNodes = 4000
@@ -66,6 +66,16 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // permissive but meaningful.
 func placeholder(s *openapi3.Schema, why string) *jsonschema.Schema {
 	out := &jsonschema.Schema{Description: truncate(why, maxDescription)}
+	if s != nil && s.Const != nil {
+		v := s.Const
+		out.Const = &v
+	}
+	if s != nil && len(s.Enum) > 0 && len(s.Enum) <= 64 {
+		out.Enum = append([]any(nil), s.Enum...)
+		if s.Nullable && !containsAny(out.Enum, nil) {
+			out.Enum = append(out.Enum, nil)
+		}
+	}
 	if s != nil && s.Type != nil && len(*s.Type) == 1 && len(s.OneOf) == 0 && len(s.AnyOf) == 0 {
 		out.Type = (*s.Type)[0]
 		if s.Nullable {
@@ -233,11 +243,17 @@ func (c *converter) convert(ref *openapi3.SchemaRef, depth int) (*jsonschema.Sch
 			return nil, err
 		}
 	}
-	if out.OneOf, err = c.convertList(s.OneOf, depth+1); err != nil {
+	// Alternatives describe the same value as their parent: they do not
+	// nest it deeper.
+	if out.OneOf, err = c.convertList(s.OneOf, depth); err != nil {
 		return nil, err
 	}
-	if out.AnyOf, err = c.convertList(s.AnyOf, depth+1); err != nil {
+	if out.AnyOf, err = c.convertList(s.AnyOf, depth); err != nil {
 		return nil, err
+	}
+	if d := s.Discriminator; d != nil && d.PropertyName != "" {
+		requireDiscriminator(d.PropertyName, out.OneOf)
+		requireDiscriminator(d.PropertyName, out.AnyOf)
 	}
 	if s.Not != nil {
 		if out.Not, err = c.convert(s.Not, depth+1); err != nil {
@@ -392,4 +408,16 @@ func intPtr(n uint64) *int {
 func validPattern(p string) bool {
 	_, err := regexp.Compile(p)
 	return err == nil
+}
+
+// requireDiscriminator makes a discriminator's property required in every
+// branch that declares it: OpenAPI has payloads carry it, and JSON Schema
+// has no discriminator keyword to say so.
+func requireDiscriminator(prop string, branches []*jsonschema.Schema) {
+	for _, b := range branches {
+		if b == nil || b.Properties[prop] == nil || contains(b.Required, prop) {
+			continue
+		}
+		b.Required = append(b.Required, prop)
+	}
 }

@@ -181,6 +181,9 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	if u.RawQuery != "" {
 		query = append(query, u.RawQuery)
 	}
+	if q := templateQuery(op.Path); q != "" {
+		query = append(query, q)
+	}
 	header := http.Header{}
 	var cookies []*http.Cookie
 	for _, p := range op.Params {
@@ -276,10 +279,12 @@ func baseURL(base, server string) (*url.URL, error) {
 }
 
 // fillPath substitutes the path template's parameters, percent-escaped.
-// Anything after a "#" in the template (some vendors use it to tell
-// operations apart) is not part of the request path.
+// Anything after a "#" or "?" in the template (some vendors use them to
+// tell operations apart) is not part of the request path; a "?" part is
+// sent as query (see templateQuery).
 func fillPath(op *Operation, args map[string]any) (string, error) {
 	tmpl, _, _ := strings.Cut(op.Path, "#")
+	tmpl, _, _ = strings.Cut(tmpl, "?")
 	params := map[string]Param{}
 	for _, p := range op.Params {
 		if p.In == "path" {
@@ -326,6 +331,21 @@ func fillPath(op *Operation, args map[string]any) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// templateQuery returns the fixed query some vendors write into a path
+// template ("/responses?beta=true" tells two operations apart), escaped.
+func templateQuery(path string) string {
+	path, _, _ = strings.Cut(path, "#")
+	_, q, ok := strings.Cut(path, "?")
+	if !ok || q == "" {
+		return ""
+	}
+	values, err := url.ParseQuery(q)
+	if err != nil {
+		return ""
+	}
+	return values.Encode()
 }
 
 // explode returns the parameter's explode setting or the default.
@@ -507,6 +527,14 @@ func encodeBody(op *Operation, v any) ([]byte, string, error) {
 				case binary:
 					var fw io.Writer
 					if fw, err = w.CreateFormFile(k, k); err == nil {
+						_, err = io.WriteString(fw, scalar(x))
+					}
+				case enc.ContentType != "" && !isJSONType(enc.ContentType) && !isComposite(x) && !strings.Contains(enc.ContentType, ","):
+					var fw io.Writer
+					h := textproto.MIMEHeader{}
+					h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"`, escapeQuotes(k)))
+					h.Set("Content-Type", enc.ContentType)
+					if fw, err = w.CreatePart(h); err == nil {
 						_, err = io.WriteString(fw, scalar(x))
 					}
 				case isJSONType(enc.ContentType) || isComposite(x):
