@@ -52,32 +52,16 @@ type Result struct {
 	Findings []Finding
 }
 
-// Finding is one problem found in a description or a connector package.
-type Finding struct {
-	// Severity is SeverityError or SeverityWarning.
-	Severity string `json:"severity"`
-	// Path is a JSON path into the file, such as
-	// $.paths['/v1/customers'].post.
-	Path string `json:"path"`
-	// File is the package file the path is in, when linting a package.
-	File    string `json:"file,omitempty"`
-	Message string `json:"message"`
-}
+// Finding is one problem found in a description or a connector package:
+// the registry's lint finding, so that manifest and description problems
+// print and serialise alike.
+type Finding = registry.Finding
 
 // Finding severities.
 const (
-	SeverityError   = "error"
-	SeverityWarning = "warning"
+	SeverityError   = registry.SeverityError
+	SeverityWarning = registry.SeverityWarning
 )
-
-// String renders the finding as one line: "error: file $.path: message".
-func (f Finding) String() string {
-	where := f.Path
-	if f.File != "" {
-		where = f.File + " " + where
-	}
-	return f.Severity + ": " + where + ": " + f.Message
-}
 
 // Analyze compiles like Compile and also returns the loaded description,
 // the mapping used and the findings.

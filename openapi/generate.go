@@ -98,6 +98,10 @@ func envPrefix(id string) string {
 	return strings.ToUpper(strings.ReplaceAll(first, "-", "_"))
 }
 
+// semverPattern matches a semantic version MAJOR.MINOR.PATCH with optional
+// pre-release and build parts.
+var semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
 // manifest derives the connector manifest from the description.
 func manifest(doc *openapi3.T, id, specFile string) (*registry.Manifest, error) {
 	title, version, desc := "", "", ""
@@ -113,8 +117,11 @@ func manifest(doc *openapi3.T, id, specFile string) (*registry.Manifest, error) 
 	if title == "" {
 		title = id
 	}
-	if version == "" {
-		version = "0.0.0"
+	// The connector's version is semver (the catalog requires it); the
+	// vendor's API version, often a date, goes into the description.
+	apiVersion := version
+	if !semverPattern.MatchString(version) {
+		version = "1.0.0"
 	}
 	prefix := envPrefix(id)
 	m := &registry.Manifest{
@@ -128,9 +135,18 @@ func manifest(doc *openapi3.T, id, specFile string) (*registry.Manifest, error) 
 		m.Docs.URL = doc.ExternalDocs.URL
 	}
 	m.Env, m.BaseURL = serverFields(doc.Servers, prefix)
-	auth, fields := authFields(doc, prefix)
+	auth, fields := authFields(doc, prefix, id)
 	m.Auth = auth
 	m.Env = append(fields, m.Env...)
+	switch auth.Type {
+	case "api_key":
+		m.Requires = []string{"API_KEY"}
+	case "oauth2":
+		m.Requires = []string{"OAUTH"}
+	}
+	if apiVersion != "" && apiVersion != version {
+		m.Docs.LLMShortDescription = strings.TrimSpace(truncate(m.Docs.LLMShortDescription, 560) + " (API version " + truncate(apiVersion, 30) + ")")
+	}
 	return m, nil
 }
 
@@ -208,7 +224,11 @@ func schemeRank(s *openapi3.SecurityScheme) int {
 
 // authFields derives the manifest's auth section and the fields holding
 // credentials from the description's preferred security scheme.
-func authFields(doc *openapi3.T, prefix string) (registry.Auth, []registry.Field) {
+//
+// An OAuth 2 connector names the platform provider by slug only (the
+// connector id, lower case): endpoints and client ids live in the
+// platform's provider registry, never in a manifest.
+func authFields(doc *openapi3.T, prefix, provider string) (registry.Auth, []registry.Field) {
 	var schemes openapi3.SecuritySchemes
 	if doc.Components != nil {
 		schemes = doc.Components.SecuritySchemes
@@ -235,7 +255,7 @@ func authFields(doc *openapi3.T, prefix string) (registry.Auth, []registry.Field
 		return registry.Auth{Type: "api_key", Modes: []string{registry.ModeAPIKey}, Delivery: best.In, Param: best.Name, Field: key},
 			[]registry.Field{{Name: key, Label: "API key", Required: true, Secret: true, Description: schemeDesc(best, "The API key, sent in the "+best.In+" "+best.Name+".")}}
 	case 3:
-		return registry.Auth{Type: "oauth2", Modes: []string{registry.ModeAccessToken, registry.ModeOAuth}, TokenField: token, Scopes: oauthScopes(best)},
+		return registry.Auth{Type: "oauth2", Modes: []string{registry.ModeAccessToken, registry.ModeOAuth}, TokenField: token, Scopes: oauthScopes(best), Provider: provider},
 			[]registry.Field{{Name: token, Label: "Access token", Secret: true, Description: "An OAuth access token (mode accessToken); mode oauth obtains one per user instead."}}
 	default:
 		creds := prefix + "_BASIC_CREDENTIALS"

@@ -407,7 +407,7 @@ func TestGenerate(t *testing.T) {
 	if err := json.Unmarshal(p1.Files[ManifestFile], &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.ID != "kitchen-sink" || m.Version != "2024-01-02" || m.Mapping != MappingFile || m.OpenAPI != "openapi.yaml" ||
+	if m.ID != "kitchen-sink" || m.Version != "1.0.0" || !strings.Contains(m.Docs.LLMShortDescription, "(API version 2024-01-02)") || m.Mapping != MappingFile || m.OpenAPI != "openapi.yaml" ||
 		m.BaseURL != "https://{ENV:KITCHEN_REGION}.kitchen.example.test/{ENV:KITCHEN_VERSION}" ||
 		m.Auth.Delivery != "header" || m.Auth.Param != "X-Kitchen-Key" || m.Auth.Field != "KITCHEN_API_KEY" ||
 		m.Description != "A description that exercises the compiler." {

@@ -1,7 +1,6 @@
 package openapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -32,37 +31,19 @@ func LintPackage(fsys fs.FS) []Finding {
 		add(SeverityError, ManifestFile, "$", "cannot read the manifest: %v", err)
 		return out
 	}
+	// The manifest rules (schema, enums, fields, placeholders, files)
+	// are the registry's, shared with connector verify.
+	var files []string
+	_ = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	out = append(out, registry.LintManifest(raw, "", files)...)
 	var m registry.Manifest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		add(SeverityError, ManifestFile, "$", "the manifest is not valid: %v", err)
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return out
-	}
-	if !switchboard.ValidSlug(m.ID) {
-		add(SeverityError, ManifestFile, "$.id", "id %q is not a slug", truncate(m.ID, 80))
-	}
-	if m.Version == "" {
-		add(SeverityError, ManifestFile, "$.version", "no version")
-	}
-	if m.Name == "" {
-		add(SeverityWarning, ManifestFile, "$.name", "no name")
-	}
-	switch m.Type {
-	case registry.TypeOpenAPI, registry.TypeMCPRemote, registry.TypeMCPLocal:
-	default:
-		add(SeverityError, ManifestFile, "$.type", "unknown connector type %q", truncate(m.Type, 40))
-	}
-	out = append(out, lintFields(&m)...)
-	for _, ref := range []struct{ path, file string }{
-		{"$.docs.guide", m.Docs.Guide}, {"$.icons.small", m.Icons.Small}, {"$.icons.large", m.Icons.Large},
-	} {
-		if ref.file == "" {
-			continue
-		}
-		if _, err := fs.Stat(fsys, ref.file); err != nil {
-			add(SeverityError, ManifestFile, ref.path, "file %q is missing", ref.file)
-		}
 	}
 	if m.Type != registry.TypeOpenAPI {
 		return out
@@ -126,70 +107,6 @@ func countOperations(r *Result) int {
 		}
 	}
 	return n
-}
-
-// lintFields checks that every field the auth section and the base URL
-// name is declared, and that credentials are secret.
-func lintFields(m *registry.Manifest) []Finding {
-	var out []Finding
-	need := func(path, name string, secret bool) {
-		f, ok := m.Field(name)
-		switch {
-		case !ok:
-			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: path, Message: fmt.Sprintf("field %q is not declared in env", name)})
-		case secret && !f.Secret:
-			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: path, Message: fmt.Sprintf("field %q holds a credential but is not secret", name)})
-		}
-	}
-	seen := map[string]bool{}
-	for i, f := range m.Env {
-		p := fmt.Sprintf("$.env[%d]", i)
-		if f.Name == "" || seen[f.Name] {
-			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: p + ".name", Message: fmt.Sprintf("field name %q is empty or declared twice", f.Name)})
-		}
-		seen[f.Name] = true
-		if f.Label == "" {
-			out = append(out, Finding{Severity: SeverityWarning, File: ManifestFile, Path: p + ".label", Message: "field has no label"})
-		}
-	}
-	if m.Auth.Field != "" {
-		need("$.auth.field", m.Auth.Field, true)
-	}
-	if m.Auth.TokenField != "" {
-		need("$.auth.token_field", m.Auth.TokenField, true)
-	}
-	for _, name := range placeholders(m.Auth.Format, "{SECRET:") {
-		need("$.auth.format", name, true)
-	}
-	for _, name := range placeholders(m.BaseURL, "{ENV:") {
-		need("$.base_url", name, false)
-	}
-	for i, mode := range m.Auth.Modes {
-		switch mode {
-		case registry.ModeAPIKey, registry.ModeAccessToken, registry.ModeClientCredentials, registry.ModeOAuth, registry.ModeOAuthCentral, registry.ModeJWT:
-		default:
-			out = append(out, Finding{Severity: SeverityError, File: ManifestFile, Path: fmt.Sprintf("$.auth.modes[%d]", i), Message: fmt.Sprintf("unknown auth mode %q", truncate(mode, 40))})
-		}
-	}
-	return out
-}
-
-// placeholders lists the names of open...} placeholders in s.
-func placeholders(s, open string) []string {
-	var out []string
-	for {
-		i := strings.Index(s, open)
-		if i < 0 {
-			return out
-		}
-		s = s[i+len(open):]
-		j := strings.IndexByte(s, '}')
-		if j < 0 {
-			return out
-		}
-		out = append(out, s[:j])
-		s = s[j+1:]
-	}
 }
 
 // LintAPI checks a compiled registry against the tool rules: names,

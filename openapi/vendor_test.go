@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -180,6 +181,24 @@ func TestCompileVendorSpecs(t *testing.T) {
 			if len(ops) != tt.ops {
 				t.Errorf("%d of %d operations callable, want all", len(ops), tt.ops)
 			}
+			// The generated connector package lints without errors.
+			pkg, err := Generate(spec, nil, GenerateOptions{SpecName: tt.file})
+			if err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			files := fstest.MapFS{}
+			for name, b := range pkg.Files {
+				files[name] = &fstest.MapFile{Data: b}
+			}
+			warnings := 0
+			for _, f := range LintPackage(files) {
+				if f.Severity == SeverityError {
+					t.Errorf("generated package: %s", f)
+				} else {
+					warnings++
+				}
+			}
+			t.Logf("%s: generated package lints with 0 errors, %d warnings", tt.file, warnings)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	switchboard "github.com/switchboardhq/switchboard"
 )
@@ -77,45 +79,88 @@ type AuthSummary struct {
 type Compiler func(spec []byte, mapping []byte) (*API, error)
 
 // Catalog is a loaded catalog: the connectors whose packages verified
-// against the index, and the problems of those that did not. It is
-// immutable and safe for concurrent use.
+// against the index, and the problems of those that did not. It is safe
+// for concurrent use. Its content changes only when a refresh (see Remote)
+// replaces it whole with a newer catalog that loaded; each method call sees
+// one consistent version.
 type Catalog struct {
+	st atomic.Pointer[catalogState]
+}
+
+// catalogState is one immutable version of a catalog.
+type catalogState struct {
 	version    int
+	signed     bool
 	connectors map[string]*Connector
 	list       []*Connector
 	entries    []IndexEntry
 	problems   []error
 }
 
+func (c *Catalog) state() *catalogState {
+	if s := c.st.Load(); s != nil {
+		return s
+	}
+	return &catalogState{}
+}
+
+// replace makes next's content the catalog's.
+func (c *Catalog) replace(next *Catalog) {
+	c.st.Store(next.state())
+}
+
 // Connector returns the loaded connector with the given id.
 func (c *Catalog) Connector(id string) (*Connector, bool) {
-	x, ok := c.connectors[id]
+	x, ok := c.state().connectors[id]
 	return x, ok
 }
 
 // List returns the loaded connectors sorted by id.
 func (c *Catalog) List() []*Connector {
-	return slices.Clone(c.list)
+	return slices.Clone(c.state().list)
 }
 
 // Problems returns one error for every connector the catalog refused, in
 // index order. Each wraps switchboard.ErrInvalid and names the connector.
 func (c *Catalog) Problems() []error {
-	return slices.Clone(c.problems)
+	return slices.Clone(c.state().problems)
 }
+
+// Signed reports whether the index's signature was verified against a
+// configured key.
+func (c *Catalog) Signed() bool { return c.state().signed }
 
 // Index returns the index entries of the connectors that loaded, sorted by
 // id.
 func (c *Catalog) Index() Index {
-	entries := make([]IndexEntry, len(c.entries))
-	for i, e := range c.entries {
+	st := c.state()
+	entries := make([]IndexEntry, len(st.entries))
+	for i, e := range st.entries {
 		e.Requires = slices.Clone(e.Requires)
 		e.Tags = slices.Clone(e.Tags)
 		e.Auth.Scopes = slices.Clone(e.Auth.Scopes)
 		e.Files = slices.Clone(e.Files)
 		entries[i] = e
 	}
-	return Index{Version: c.version, Connectors: entries}
+	return Index{Version: st.version, Connectors: entries}
+}
+
+// Entry returns the index entry of the loaded connector with the given id.
+func (c *Catalog) Entry(id string) (IndexEntry, bool) {
+	st := c.state()
+	i, ok := slices.BinarySearchFunc(st.entries, id, func(e IndexEntry, id string) int { return strings.Compare(e.ID, id) })
+	if !ok {
+		return IndexEntry{}, false
+	}
+	return st.entries[i], true
+}
+
+// LoadOptions are the options of LoadCatalogWith.
+type LoadOptions struct {
+	// Keys are the operator's trusted ed25519 public keys. When any is
+	// set, the index must carry a signature (connectors.json.sig) by one
+	// of them, or the whole catalog is refused.
+	Keys []ed25519.PublicKey
 }
 
 // LoadCatalog reads the catalog rooted at fsys: the index connectors.json at
@@ -129,6 +174,13 @@ func (c *Catalog) Index() Index {
 // descriptions of connectors of type openapi. Connector ids must be slugs
 // (switchboard.ValidSlug) and equal their folder.
 func LoadCatalog(fsys fs.FS, compile Compiler) (*Catalog, error) {
+	return LoadCatalogWith(fsys, compile, LoadOptions{})
+}
+
+// LoadCatalogWith is LoadCatalog with options: when opts.Keys is not
+// empty, the index's signature (SignatureName, beside the index) is checked
+// first, and a missing or bad signature refuses the whole catalog.
+func LoadCatalogWith(fsys fs.FS, compile Compiler, opts LoadOptions) (*Catalog, error) {
 	if compile == nil {
 		return nil, switchboard.E(switchboard.ErrInvalid, "catalog_invalid", "loading catalog: no compiler")
 	}
@@ -136,25 +188,50 @@ func LoadCatalog(fsys fs.FS, compile Compiler) (*Catalog, error) {
 	if err != nil {
 		return nil, switchboard.E(switchboard.ErrInvalid, "catalog_invalid", "reading catalog index %s", IndexName).WithCause(err)
 	}
+	signed := false
+	if len(opts.Keys) > 0 {
+		sig, err := fs.ReadFile(fsys, SignatureName)
+		if err != nil {
+			return nil, switchboard.E(switchboard.ErrInvalid, "catalog_unsigned",
+				"catalog index %s has no signature %s, and catalog keys are configured", IndexName, SignatureName)
+		}
+		if err := VerifyIndex(raw, sig, opts.Keys); err != nil {
+			return nil, err
+		}
+		signed = true
+	}
 	idx, err := parseIndex(raw)
 	if err != nil {
 		return nil, err
 	}
 
-	c := &Catalog{version: idx.Version, connectors: map[string]*Connector{}}
+	st := &catalogState{version: idx.Version, signed: signed, connectors: map[string]*Connector{}}
 	for _, e := range idx.Connectors {
 		conn, err := loadConnector(fsys, e, compile)
 		if err != nil {
-			c.problems = append(c.problems, err)
+			st.problems = append(st.problems, err)
 			continue
 		}
-		c.connectors[e.ID] = conn
-		c.list = append(c.list, conn)
-		c.entries = append(c.entries, e)
+		st.connectors[e.ID] = conn
+		st.list = append(st.list, conn)
+		st.entries = append(st.entries, e)
 	}
-	slices.SortFunc(c.list, func(a, b *Connector) int { return strings.Compare(a.Manifest.ID, b.Manifest.ID) })
-	slices.SortFunc(c.entries, func(a, b IndexEntry) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.list, func(a, b *Connector) int { return strings.Compare(a.Manifest.ID, b.Manifest.ID) })
+	slices.SortFunc(st.entries, func(a, b IndexEntry) int { return strings.Compare(a.ID, b.ID) })
+	c := &Catalog{}
+	c.st.Store(st)
 	return c, nil
+}
+
+// ReadIndex reads and parses the index at the root of fsys: valid JSON, a
+// known version, unique connector ids. It checks no file and no
+// signature.
+func ReadIndex(fsys fs.FS) (Index, error) {
+	raw, err := fs.ReadFile(fsys, IndexName)
+	if err != nil {
+		return Index{}, switchboard.E(switchboard.ErrInvalid, "catalog_invalid", "reading catalog index %s", IndexName).WithCause(err)
+	}
+	return parseIndex(raw)
 }
 
 // parseIndex decodes and checks the structure of the catalog index: a known

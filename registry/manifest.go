@@ -42,6 +42,54 @@ type Manifest struct {
 	// filled from the instance's fields, so that the URL itself is a row of
 	// the instance, never code. Empty means the description's first server.
 	BaseURL string `json:"base_url,omitempty"`
+
+	// Verify is how an instance's configuration is tested before it is
+	// saved; nil means instances are activated without a test.
+	Verify *Verify `json:"verify,omitempty"`
+	// MCPConfig says how to reach the connector's MCP server (types
+	// mcp_remote and mcp_local).
+	MCPConfig *MCPConfig `json:"mcp_config,omitempty"`
+}
+
+// Verify is a connector's verification: either a declarative Probe (type
+// openapi) or a Command run as a subprocess in the connector's folder.
+type Verify struct {
+	// Command is the argv of the verification program, each element
+	// subject to placeholder substitution. It is run without a shell.
+	Command []string `json:"command,omitempty"`
+	// TimeoutSecs bounds the verification; 0 means DefaultVerifyTimeout.
+	TimeoutSecs int `json:"timeout_secs,omitempty"`
+	// Probe is a declarative test: one operation and the status class it
+	// must answer with.
+	Probe *Probe `json:"probe,omitempty"`
+}
+
+// DefaultVerifyTimeout is the verification timeout, in seconds, when the
+// manifest sets none.
+const DefaultVerifyTimeout = 15
+
+// Probe is a declarative verification: call Operation (an operationId or
+// an "entity.action" of the registry) and expect a status of class
+// Expect ("2xx" when empty).
+type Probe struct {
+	Operation string `json:"operation"`
+	Expect    string `json:"expect,omitempty"`
+	// Args are the operation's arguments, string-valued; they may hold
+	// placeholders.
+	Args map[string]string `json:"args,omitempty"`
+}
+
+// MCPConfig says how an MCP connector is reached. Every string may hold
+// {ENV:NAME} and {SECRET:NAME} placeholders.
+type MCPConfig struct {
+	// URL is the Streamable HTTP endpoint of a hosted server (mcp_remote).
+	URL string `json:"url,omitempty"`
+	// Headers are sent with every request to URL (mcp_remote).
+	Headers map[string]string `json:"headers,omitempty"`
+	// Command is the argv of a stdio server (mcp_local).
+	Command []string `json:"command,omitempty"`
+	// Env is the environment of the stdio server (mcp_local).
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Field is one value an app instance of the connector is configured with.
@@ -79,6 +127,9 @@ type Auth struct {
 	Provider string `json:"provider,omitempty"`
 	// Scopes are the OAuth scopes the connector needs.
 	Scopes []string `json:"scopes,omitempty"`
+	// Deliver is how an oauth2 access token reaches an MCP server the
+	// connector runs: "env" (a variable) or "file".
+	Deliver string `json:"deliver,omitempty"`
 }
 
 // Docs are the connector's human and agent-facing texts.
@@ -89,6 +140,19 @@ type Docs struct {
 	Guide string `json:"guide,omitempty"`
 	// URL is the vendor's API documentation.
 	URL string `json:"url,omitempty"`
+	// Translations are the texts in other languages, by BCP 47 language
+	// tag (such as "de" or "pt-BR"). The texts above are in English.
+	Translations map[string]DocsText `json:"translations,omitempty"`
+}
+
+// DocsText is a connector's texts in one language. Empty members fall
+// back to the English ones.
+type DocsText struct {
+	Name                string `json:"name,omitempty"`
+	UserDescription     string `json:"user_description,omitempty"`
+	LLMShortDescription string `json:"llm_short_description,omitempty"`
+	// Guide is the path of the guide in this language.
+	Guide string `json:"guide,omitempty"`
 }
 
 // Icons are paths, inside the connector folder, of the connector's icons.

@@ -41,10 +41,13 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case "lint":
 		return connectorLint(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, connectorUsage)
+		fmt.Fprint(stdout, connectorUsage+catalogUsage)
 		return nil
 	default:
-		fmt.Fprint(stderr, connectorUsage)
+		if ok, err := runCatalogCommand(ctx, sub, rest, stdout, stderr); ok {
+			return err
+		}
+		fmt.Fprint(stderr, connectorUsage+catalogUsage)
 		return fmt.Errorf("connector: unknown subcommand %q", sub)
 	}
 }
