@@ -20,6 +20,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/tenants"
@@ -45,6 +46,12 @@ type Config struct {
 	// Ready reports whether the server can serve (store reachable,
 	// migrations applied); nil means always ready.
 	Ready func(context.Context) error
+	// Providers is the platform OAuth provider registry; nil answers 503.
+	Providers *auth.Providers
+	// Audit lists audit rows; nil answers 503.
+	Audit *audit.Store
+	// Tester runs instance connection tests; nil answers 503.
+	Tester Tester
 }
 
 // Server is the admin API.
@@ -77,6 +84,7 @@ func New(cfg Config) *Server {
 	e.GET("/v1/tenants/:tenant", s.getTenant, op)
 	e.GET("/v1/connectors", s.listConnectors, op)
 	e.GET("/v1/connectors/:connector", s.getConnector, op)
+	e.GET("/v1/connectors/:connector/icons/:size", s.getConnectorIcon, op)
 	e.PUT("/v1/tenants/:tenant/instances/:instance", s.putInstance, op)
 	e.GET("/v1/tenants/:tenant/instances", s.listInstances, op)
 	e.GET("/v1/tenants/:tenant/instances/:instance", s.getInstance, op)
@@ -84,6 +92,12 @@ func New(cfg Config) *Server {
 	e.POST("/v1/tenants/:tenant/callers", s.createCaller, op)
 	e.GET("/v1/tenants/:tenant/callers", s.listCallers, op)
 	e.DELETE("/v1/tenants/:tenant/callers/:caller", s.revokeCaller, op)
+	e.PUT("/v1/providers/:provider", s.putProvider, op)
+	e.GET("/v1/providers", s.listProviders, op)
+	e.GET("/v1/providers/:provider", s.getProvider, op)
+	e.DELETE("/v1/providers/:provider", s.deleteProvider, op)
+	e.GET("/v1/tenants/:tenant/audit", s.listAudit, op)
+	e.POST("/v1/tenants/:tenant/instances/:instance/test", s.testInstance, op)
 	return s
 }
 

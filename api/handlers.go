@@ -8,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
-	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -45,106 +44,6 @@ func (s *Server) getTenant(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, t)
-}
-
-// ConnectorField is a connector's field as the catalog shows it. Secret
-// fields never show a default or an example.
-type ConnectorField struct {
-	Name        string `json:"name"`
-	Label       string `json:"label"`
-	Description string `json:"description,omitempty"`
-	Required    bool   `json:"required"`
-	Secret      bool   `json:"secret"`
-	Default     string `json:"default,omitempty"`
-	Example     string `json:"example,omitempty"`
-}
-
-// ConnectorSummary is a catalog entry as GET /v1/connectors lists it.
-type ConnectorSummary struct {
-	ID          string           `json:"id"`
-	Name        string           `json:"name"`
-	Version     string           `json:"version"`
-	Type        string           `json:"type"`
-	Scope       string           `json:"scope,omitempty"`
-	AuthModes   []string         `json:"auth_modes"`
-	Fields      []ConnectorField `json:"fields"`
-	Tags        []string         `json:"tags"`
-	Description string           `json:"description,omitempty"`
-}
-
-// ConnectorEntity is one entity (MCP tool) of a connector and its actions.
-type ConnectorEntity struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	Actions     []string `json:"actions"`
-}
-
-// ConnectorDetail is GET /v1/connectors/{connector}.
-type ConnectorDetail struct {
-	ConnectorSummary
-	LLMDescription string            `json:"llm_description,omitempty"`
-	DocsURL        string            `json:"docs_url,omitempty"`
-	Guide          string            `json:"guide,omitempty"`
-	Entities       []ConnectorEntity `json:"entities"`
-}
-
-func summarize(conn *registry.Connector) ConnectorSummary {
-	m := &conn.Manifest
-	out := ConnectorSummary{
-		ID: m.ID, Name: m.Name, Version: m.Version, Type: m.Type, Scope: m.Scope,
-		AuthModes: append([]string{}, m.Auth.Modes...), Tags: append([]string{}, m.Tags...),
-		Fields: []ConnectorField{}, Description: m.Description,
-	}
-	for _, f := range m.Env {
-		cf := ConnectorField{Name: f.Name, Label: f.Label, Description: f.Description, Required: f.Required, Secret: f.Secret}
-		if !f.Secret {
-			cf.Default, cf.Example = f.Default, f.Example
-		}
-		out.Fields = append(out.Fields, cf)
-	}
-	return out
-}
-
-func (s *Server) listConnectors(c echo.Context) error {
-	out := []ConnectorSummary{}
-	if s.cfg.Catalog != nil {
-		for _, conn := range s.cfg.Catalog.List() {
-			out = append(out, summarize(conn))
-		}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"connectors": out})
-}
-
-func (s *Server) getConnector(c echo.Context) error {
-	id := c.Param("connector")
-	var (
-		conn *registry.Connector
-		ok   bool
-	)
-	if s.cfg.Catalog != nil {
-		conn, ok = s.cfg.Catalog.Connector(id)
-	}
-	if !ok {
-		return switchboard.E(switchboard.ErrNotFound, "connector_not_found", "connector %q is not in the catalog", truncate(id, 64))
-	}
-	m := &conn.Manifest
-	out := ConnectorDetail{
-		ConnectorSummary: summarize(conn),
-		LLMDescription:   m.Docs.LLMShortDescription,
-		DocsURL:          m.Docs.URL,
-		Guide:            conn.Guide,
-		Entities:         []ConnectorEntity{},
-	}
-	if conn.API != nil {
-		for _, e := range conn.API.Entities {
-			ce := ConnectorEntity{Name: e.Name, Description: e.Description, Actions: []string{}}
-			for _, a := range e.Actions {
-				ce.Actions = append(ce.Actions, a.Name)
-			}
-			out.Entities = append(out.Entities, ce)
-		}
-	}
-	return c.JSON(http.StatusOK, out)
 }
 
 // installBody is tenants.InstallRequest as it arrives, with field values

@@ -28,6 +28,39 @@ type Principal struct {
 	Trusted bool
 	// Kind is the caller kind (tenants.KindAgentPlatform, ...).
 	Kind string
+	// TargetUserID is the user a call asks to act for (targetUserId). It
+	// is honoured only for trusted callers: see Subject.
+	TargetUserID string
+}
+
+// Subject is the user whose credentials a call is made with: the
+// TargetUserID when the caller is trusted and names one, else the caller's
+// own UserID. An untrusted caller's targetUserId is ignored.
+func (p *Principal) Subject() string {
+	if p == nil {
+		return ""
+	}
+	if p.Trusted && p.TargetUserID != "" {
+		return p.TargetUserID
+	}
+	return p.UserID
+}
+
+// OnBehalf reports whether the call acts for a user other than the
+// caller's own (a trusted caller's targetUserId).
+func (p *Principal) OnBehalf() bool {
+	return p != nil && p.Trusted && p.TargetUserID != "" && p.TargetUserID != p.UserID
+}
+
+// WithTarget returns a copy of p asking to act for user (a targetUserId).
+// An empty or over-long user returns p unchanged.
+func (p *Principal) WithTarget(user string) *Principal {
+	if p == nil || user == "" || len(user) > maxIdentity {
+		return p
+	}
+	q := *p
+	q.TargetUserID = user
+	return &q
 }
 
 // Request headers an agent platform names its agent and user with.
@@ -52,7 +85,16 @@ type Callers struct {
 	// gen increases on every invalidation, so that a lookup that raced with
 	// one does not cache what it read.
 	gen uint64
+
+	// jwt verifies platform-signed caller JWTs; nil accepts none.
+	jwt *CallerJWT
+	// tenants caches tenants by slug for JWT callers.
+	tenants map[string]*tenants.Tenant
 }
+
+// SetJWT makes the authenticator accept caller JWTs verified by v, besides
+// the API keys a tenant issues. Call it before serving.
+func (c *Callers) SetJWT(v *CallerJWT) { c.jwt = v }
 
 type cachedCaller struct {
 	caller *tenants.Caller
@@ -97,6 +139,9 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 	token, ok := bearer(r)
 	if !ok {
 		return nil, errNoCredential
+	}
+	if c.jwt != nil && looksLikeJWT(token) {
+		return c.authenticateJWT(ctx, r, token, tenantSlug)
 	}
 	hash := tenants.HashToken(token)
 

@@ -13,6 +13,11 @@ import (
 	"github.com/switchboardhq/switchboard/registry"
 )
 
+// TargetUserArg is the argument (and MCP _meta key) with which a trusted
+// caller names the user to act for. It is removed before dispatch and never
+// sent upstream.
+const TargetUserArg = "targetUserId"
+
 // MaxBodyBytes caps the request body of App mode and of the MCP endpoint.
 const MaxBodyBytes = 1 << 20
 
@@ -74,6 +79,14 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 		}
 		fail(err)
 		return
+	}
+	// targetUserId is Switchboard's, never the upstream's; it counts only
+	// for trusted callers (Principal.Subject).
+	if v, present := args[TargetUserArg]; present {
+		delete(args, TargetUserArg)
+		if s, ok := v.(string); ok {
+			p = p.WithTarget(s)
+		}
 	}
 	op, ok := t.API().Operation(opID)
 	if !ok {

@@ -16,8 +16,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -32,6 +34,11 @@ type Config struct {
 	AppAuth    *auth.AppAuth
 	Dispatcher *registry.Dispatcher
 	Logger     *slog.Logger
+	// OAuth serves the OAuth flow routes (connect, callback, status,
+	// disconnect); nil serves none.
+	OAuth *auth.OAuth
+	// Audit receives one entry per call; nil records nothing.
+	Audit audit.Recorder
 }
 
 // Gateway resolves, authorizes and dispatches agent calls.
@@ -44,6 +51,8 @@ type Gateway struct {
 	appAuth    *auth.AppAuth
 	dispatcher *registry.Dispatcher
 	logger     *slog.Logger
+	oauth      *auth.OAuth
+	audit      audit.Recorder
 
 	mu      sync.RWMutex
 	targets map[targetKey]*Target
@@ -83,6 +92,8 @@ func New(cfg Config) *Gateway {
 		appAuth:    appAuth,
 		dispatcher: dispatcher,
 		logger:     logger,
+		oauth:      cfg.OAuth,
+		audit:      cfg.Audit,
 		targets:    map[targetKey]*Target{},
 	}
 	cfg.Tenants.Subscribe(g.invalidate)
@@ -103,6 +114,28 @@ type Target struct {
 
 	loadMu sync.Mutex
 	creds  atomic.Pointer[credentials]
+
+	namesOnce sync.Once
+	names     map[*registry.Operation][2]string
+}
+
+// toolAction returns the entity (tool) and action names of op, for audit
+// rows.
+func (t *Target) toolAction(op *registry.Operation) (string, string) {
+	t.namesOnce.Do(func() {
+		t.names = map[*registry.Operation][2]string{}
+		for _, e := range t.Connector.API.Entities {
+			for _, a := range e.Actions {
+				if a.Op != nil {
+					t.names[a.Op] = [2]string{e.Name, a.Name}
+				}
+			}
+		}
+	})
+	if n, ok := t.names[op]; ok {
+		return n[0], n[1]
+	}
+	return "", op.Name
 }
 
 // credentials are an instance's decrypted field values and the base URL
@@ -246,9 +279,39 @@ func (g *Gateway) credentials(ctx context.Context, t *Target) (*credentials, err
 
 // Call runs validateAgent again (defence in depth), builds the instance's
 // upstream credentials for p (buildAppAuth) and dispatches op with args.
-// An upstream failure is a *registry.UpstreamError, returned with the
-// upstream response when there was one.
+// The credentials are those of p.Subject(): a trusted caller's
+// targetUserId, else the caller's own user. An upstream failure is a
+// *registry.UpstreamError, returned with the upstream response when there
+// was one. When the upstream refuses a token-based credential (401), the
+// token is dropped and the call retried once with a new one. Every call
+// is audited.
 func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
+	start := time.Now()
+	resp, err := g.call(ctx, t, p, op, args)
+	if g.audit != nil && p != nil && t != nil {
+		tool, action := t.toolAction(op)
+		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
+			Actor: p.UserID, Subject: p.Subject(), Tool: tool, Action: action, Outcome: "ok",
+			LatencyUs: time.Since(start).Microseconds()}
+		if p.Caller != nil {
+			e.Caller = string(p.Caller.ID)
+		}
+		if resp != nil {
+			e.Status = resp.Status
+		}
+		if err != nil {
+			e.Outcome = Detail(err).Code
+			var ue *registry.UpstreamError
+			if errors.As(err, &ue) {
+				e.Status = ue.Status
+			}
+		}
+		g.audit.Record(e)
+	}
+	return resp, err
+}
+
+func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
 	if err := validateAgent(p, t); err != nil {
 		return nil, err
 	}
@@ -260,22 +323,28 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config",
 			"the app instance has no base URL: set the connector's URL field")
 	}
-	applier, err := g.appAuth.Build(ctx, auth.ModeInput{
-		Tenant:    t.Instance.TenantID,
-		Instance:  t.Instance,
-		Manifest:  &t.Connector.Manifest,
-		Fields:    c.fields,
-		Principal: p,
-	})
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		applier, err := g.appAuth.Build(ctx, auth.ModeInput{
+			Tenant:    t.Instance.TenantID,
+			Instance:  t.Instance,
+			Manifest:  &t.Connector.Manifest,
+			Fields:    c.fields,
+			Principal: p,
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
+		var ue *registry.UpstreamError
+		if errors.As(err, &ue) {
+			if r, ok := applier.(auth.Rejecter); ok && ue.Status == http.StatusUnauthorized && attempt == 0 {
+				r.Reject(ctx)
+				continue
+			}
+			ue.Message = scrub(ue.Message, &t.Connector.Manifest, c.fields)
+		}
+		return resp, err
 	}
-	resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
-	var ue *registry.UpstreamError
-	if errors.As(err, &ue) {
-		ue.Message = scrub(ue.Message, &t.Connector.Manifest, c.fields)
-	}
-	return resp, err
 }
 
 // scrub removes the instance's secret field values from an upstream error

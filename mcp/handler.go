@@ -21,13 +21,17 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/registry"
@@ -39,12 +43,26 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is the server version reported by initialize.
 	Version string
-	// DisableLocalhostProtection turns off the SDK's DNS-rebinding guard,
-	// which refuses requests that reach a loopback listener with a
-	// non-loopback Host header. Set it when a reverse proxy on the same
-	// host forwards to a loopback address. Every request carries a bearer
-	// credential, which a rebinding web page cannot supply.
+	// DisableLocalhostProtection turns off the DNS-rebinding guard that
+	// refuses requests reaching a loopback listener with a non-loopback
+	// Host header. Set it when a reverse proxy on the same host forwards
+	// to a loopback address.
 	DisableLocalhostProtection bool
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that
+	// may call the endpoint. A request with an Origin header that is not
+	// one of them, nor PublicURL's origin, is refused with 403; requests
+	// without Origin (non-browser clients) are not affected.
+	AllowedOrigins []string
+	// PublicURL is the server's public base URL; instance URLs (the OAuth
+	// resource and audience) are PublicURL + the instance path. Empty
+	// uses the request's scheme and Host.
+	PublicURL string
+	// Authorization, when set, accepts OAuth access tokens (MCP
+	// authorization) beside caller credentials.
+	Authorization *Authorization
+	// DisableFastPath sends every request through the SDK (for the
+	// differential test).
+	DisableFastPath bool
 }
 
 // Path shapes of the endpoint.
@@ -72,13 +90,24 @@ const (
 )
 
 type handler struct {
-	g      *gateway.Gateway
-	logger *slog.Logger
-	opts   Options
-	sdk    http.Handler
+	g       *gateway.Gateway
+	logger  *slog.Logger
+	opts    Options
+	sdk     http.Handler
+	origins map[string]bool
 
 	mu      sync.Mutex
-	servers map[string]*sdk.Server // by connector id@version
+	servers map[string]*connServer // by connector id@version
+
+	fast fastPath
+}
+
+// connServer is the MCP server of one connector version and its tool
+// handlers, by tool name.
+type connServer struct {
+	key      string
+	srv      *sdk.Server
+	handlers map[string]sdk.ToolHandler
 }
 
 // NewHandler returns the MCP endpoint. Mount it at "/workspaces/"; it
@@ -91,20 +120,27 @@ func NewHandler(g *gateway.Gateway, opts Options) http.Handler {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	h := &handler{g: g, logger: logger, opts: opts, servers: map[string]*sdk.Server{}}
+	h := &handler{g: g, logger: logger, opts: opts, servers: map[string]*connServer{}, origins: map[string]bool{}}
+	for _, o := range opts.AllowedOrigins {
+		h.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
+	}
+	if opts.PublicURL != "" {
+		if u, err := url.Parse(opts.PublicURL); err == nil && u.Host != "" {
+			h.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
+		}
+	}
 	streamable := sdk.NewStreamableHTTPHandler(h.getServer, &sdk.StreamableHTTPOptions{
-		Stateless:                  true,
-		JSONResponse:               true,
-		MaxRequestBodyBytes:        gateway.MaxBodyBytes,
-		DisableLocalhostProtection: opts.DisableLocalhostProtection,
+		Stateless:           true,
+		JSONResponse:        true,
+		MaxRequestBodyBytes: gateway.MaxBodyBytes,
+		// Our middleware applies the same guard, before authentication.
+		DisableLocalhostProtection: true,
 	})
 	h.sdk = sdkauth.RequireBearerToken(verifyFromContext, &sdkauth.RequireBearerTokenOptions{
 		AllowMissingExpiration: true,
 	})(streamable)
 	return h
 }
-
-type authorizedKey struct{}
 
 // authorized is what the middleware found; the verifier hands it to the
 // SDK as TokenInfo.
@@ -114,6 +150,13 @@ type authorized struct {
 	log       *slog.Logger
 }
 
+// extra is the TokenInfo.Extra map tool handlers read.
+func (a *authorized) extra() map[string]any {
+	return map[string]any{extraPrincipal: a.principal, extraTarget: a.target, extraLogger: a.log}
+}
+
+type authorizedKey struct{}
+
 // verifyFromContext is the SDK's token verifier. The token itself was
 // checked by our middleware, which put the result in the context; the
 // verifier only carries it into TokenInfo.Extra.
@@ -122,10 +165,7 @@ func verifyFromContext(ctx context.Context, _ string, _ *http.Request) (*sdkauth
 	if !ok {
 		return nil, sdkauth.ErrInvalidToken
 	}
-	return &sdkauth.TokenInfo{
-		UserID: string(a.principal.Caller.ID),
-		Extra:  map[string]any{extraPrincipal: a.principal, extraTarget: a.target, extraLogger: a.log},
-	}, nil
+	return &sdkauth.TokenInfo{UserID: string(a.principal.Caller.ID), Extra: a.extra()}, nil
 }
 
 // parsePath returns the tenant and instance slugs of
@@ -169,14 +209,28 @@ var nullID = json.RawMessage("null")
 // with a string or number id, else null: clients (the official SDK among
 // them) match an error response to its request by id.
 func requestID(body []byte) json.RawMessage {
-	var m struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(body, &m) != nil || len(m.ID) == 0 || len(m.ID) > 200 {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
 		return nullID
 	}
-	if m.ID[0] == '"' || m.ID[0] == '-' || (m.ID[0] >= '0' && m.ID[0] <= '9') {
-		return m.ID
+	members, ok := scanObject(body)
+	if !ok {
+		return nullID
+	}
+	var id []byte
+	for _, m := range members {
+		if m.key == "id" {
+			if id != nil {
+				return nullID // repeated: no id is the id
+			}
+			id = m.raw
+		}
+	}
+	if len(id) == 0 || len(id) > 200 {
+		return nullID
+	}
+	if id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9') {
+		return json.RawMessage(id)
 	}
 	return nullID
 }
@@ -185,7 +239,7 @@ func writeRPCError(w http.ResponseWriter, id json.RawMessage, status, rpcCode in
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if status == http.StatusUnauthorized {
+	if status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
 		h.Set("WWW-Authenticate", "Bearer")
 	}
 	w.WriteHeader(status)
@@ -193,10 +247,50 @@ func writeRPCError(w http.ResponseWriter, id json.RawMessage, status, rpcCode in
 	w.Write(append(b, '\n'))
 }
 
+// isLoopbackHost reports whether a Host header names a loopback address.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkOrigin applies the DNS-rebinding guards: a request that reached a
+// loopback listener must name a loopback Host, and a present Origin must
+// be allowed. It reports the refusal's message, or "".
+func (h *handler) checkOrigin(r *http.Request) string {
+	if !h.opts.DisableLocalhostProtection {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
+			if isLoopbackHost(la.String()) && !isLoopbackHost(r.Host) {
+				return "the Host header does not name this server"
+			}
+		}
+	}
+	origins := r.Header.Values("Origin")
+	if len(origins) == 0 {
+		return ""
+	}
+	if len(origins) > 1 || !h.origins[strings.ToLower(strings.TrimRight(origins[0], "/"))] {
+		return "the Origin is not allowed to call this endpoint"
+	}
+	return ""
+}
+
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenantSlug, instanceSlug, ok := parsePath(r.URL.Path)
 	if !ok {
 		writeRPCError(w, nullID, http.StatusNotFound, CodeRefused, "not_found", "no such endpoint: use /workspaces/{tenant}/webhooks/{instance}.mcp")
+		return
+	}
+	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "mcp")
+	if msg := h.checkOrigin(r); msg != "" {
+		log.Info("mcp request refused", "code", "forbidden_origin")
+		writeRPCError(w, nullID, http.StatusForbidden, CodeRefused, "forbidden_origin", msg)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -206,7 +300,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, nullID, http.StatusMethodNotAllowed, codeInvalidRequest, "method_not_allowed", "the MCP endpoint accepts POST only")
 		return
 	}
-	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "mcp")
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, gateway.MaxBodyBytes))
 	if err != nil {
@@ -221,24 +314,89 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
-	p, t, err := h.g.Authorize(ctx, r, tenantSlug, instanceSlug)
+	p, t, err := h.authorize(ctx, r, tenantSlug, instanceSlug)
 	if err != nil {
 		gateway.LogError(log, "mcp request refused", err)
 		d := gateway.Detail(err)
-		writeRPCError(w, requestID(body), gateway.Status(err), CodeRefused, d.Code, d.Message)
+		status := gateway.Status(err)
+		h.challenge(w, r, status, d.Code)
+		writeRPCError(w, requestID(body), status, CodeRefused, d.Code, d.Message)
 		return
 	}
 
-	if code, msg := checkJSONRPC(body); code != 0 {
+	msgs, code, msg := checkJSONRPC(body)
+	if code != 0 {
 		log.Info("mcp request refused", "code", rpcCodeName(code), "agent", p.AgentID)
-		writeRPCError(w, nullID, http.StatusBadRequest, code, rpcCodeName(code), msg)
+		writeRPCError(w, requestID(body), http.StatusBadRequest, code, rpcCodeName(code), msg)
 		return
 	}
 
-	r = r.WithContext(context.WithValue(ctx, authorizedKey{}, &authorized{principal: p, target: t, log: log}))
+	a := &authorized{principal: p, target: t, log: log}
+	if !h.opts.DisableFastPath && len(msgs) == 1 && msgs[0].hasMethod && msgs[0].id != nil {
+		if h.serveFast(w, r, a, &msgs[0], body) {
+			return
+		}
+	}
+	r = r.WithContext(context.WithValue(ctx, authorizedKey{}, a))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	h.sdk.ServeHTTP(w, r)
+}
+
+// authorize authenticates the request: an OAuth access token of the
+// configured authorization server, or a caller credential.
+func (h *handler) authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string) (*auth.Principal, *gateway.Target, error) {
+	az := h.opts.Authorization
+	token, hasBearer := bearerToken(r)
+	if !hasBearer || az == nil || !az.isOAuthToken(token) {
+		return h.g.Authorize(ctx, r, tenantSlug, instanceSlug)
+	}
+	resource := publicBase(h.opts.PublicURL, r) + r.URL.Path
+	sub, client, err := az.verify(ctx, token, resource)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := h.g.Resolve(ctx, tenantSlug, instanceSlug)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := oauthPrincipal(tenantInstance{tenantID: t.Instance.TenantID, tenantSlug: tenantSlug}, sub, client)
+	if client == "" {
+		return nil, nil, switchboard.E(switchboard.ErrForbidden, "missing_agent_id", "the access token names no OAuth client (client_id)")
+	}
+	if !t.Instance.AllowsAgent(client) {
+		return nil, nil, switchboard.E(switchboard.ErrForbidden, "agent_not_allowed",
+			"the agent is not on this app instance's list of allowed agents")
+	}
+	return p, t, nil
+}
+
+// bearerToken returns the request's bearer token.
+func bearerToken(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+// challenge sets WWW-Authenticate on a refusal: RFC 6750 with the RFC
+// 9728 resource_metadata URL, so that MCP clients can find the
+// authorization server.
+func (h *handler) challenge(w http.ResponseWriter, r *http.Request, status int, code string) {
+	if status != http.StatusUnauthorized && code != "insufficient_scope" {
+		return
+	}
+	md := publicBase(h.opts.PublicURL, r) + WellKnownPrefix + r.URL.Path
+	v := `Bearer resource_metadata="` + md + `"`
+	switch {
+	case code == "insufficient_scope" && h.opts.Authorization != nil:
+		v += `, error="insufficient_scope", scope="` + strings.Join(h.opts.Authorization.Scopes, " ") + `"`
+	case code == "invalid_token":
+		v += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", v)
 }
 
 func rpcCodeName(code int) string {
@@ -249,45 +407,20 @@ func rpcCodeName(code int) string {
 }
 
 // checkJSONRPC checks that body is a JSON-RPC 2.0 message (or a batch of
-// them): an object with "jsonrpc": "2.0" and a string "method", or a
-// response with a "result" or an "error".
-func checkJSONRPC(body []byte) (int, string) {
+// them) and splits it strictly (see strict.go).
+func checkJSONRPC(body []byte) ([]envelope, int, string) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
-		return codeInvalidRequest, "the request body is empty; send a JSON-RPC 2.0 message"
+		return nil, codeInvalidRequest, "the request body is empty; send a JSON-RPC 2.0 message"
 	}
 	if !json.Valid(trimmed) {
-		return codeParseError, "the request body is not valid JSON"
+		return nil, codeParseError, "the request body is not valid JSON"
 	}
-	var msgs []json.RawMessage
-	if trimmed[0] == '[' {
-		if err := json.Unmarshal(trimmed, &msgs); err != nil || len(msgs) == 0 {
-			return codeInvalidRequest, "a JSON-RPC batch must be a non-empty array of messages"
-		}
-	} else {
-		msgs = []json.RawMessage{trimmed}
+	msgs, _, err := parseMessages(trimmed)
+	if err != nil {
+		return nil, codeInvalidRequest, err.Error()
 	}
-	for _, raw := range msgs {
-		var m struct {
-			JSONRPC *string         `json:"jsonrpc"`
-			Method  *string         `json:"method"`
-			Result  json.RawMessage `json:"result"`
-			Error   json.RawMessage `json:"error"`
-		}
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return codeInvalidRequest, "a JSON-RPC message must be an object"
-		}
-		if m.JSONRPC == nil || *m.JSONRPC != "2.0" {
-			return codeInvalidRequest, `a JSON-RPC message must have "jsonrpc": "2.0"`
-		}
-		if m.Method == nil && m.Result == nil && m.Error == nil {
-			return codeInvalidRequest, `a JSON-RPC request must have a string "method"`
-		}
-		if m.Method != nil && *m.Method == "" {
-			return codeInvalidRequest, `a JSON-RPC request must have a non-empty "method"`
-		}
-	}
-	return 0, ""
+	return msgs, 0, ""
 }
 
 // getServer returns the shared *mcp.Server of the request's connector.
@@ -296,6 +429,11 @@ func (h *handler) getServer(r *http.Request) *sdk.Server {
 	if !ok {
 		return nil
 	}
+	return h.serverFor(a).srv
+}
+
+// serverFor returns the connector's server, built on first use.
+func (h *handler) serverFor(a *authorized) *connServer {
 	conn := a.target.Connector
 	key := conn.Manifest.ID + "@" + conn.Manifest.Version
 	h.mu.Lock()
@@ -303,24 +441,38 @@ func (h *handler) getServer(r *http.Request) *sdk.Server {
 	if s, ok := h.servers[key]; ok {
 		return s
 	}
-	s := h.newServer(conn)
+	s := h.newServer(key, conn)
 	h.servers[key] = s
 	return s
 }
 
-// newServer builds the MCP server of a connector: one tool per entity.
-func (h *handler) newServer(conn *registry.Connector) *sdk.Server {
+// listTTL is the ttlMs of list results: tools change with the connector
+// version only, but the answer depends on the caller (the instance and its
+// allowlist), so it is private.
+const listTTL = 60_000
+
+// newServer builds the MCP server of a connector: one tool per entity,
+// in the registry's order (deterministic), and the resources capability
+// with no resources yet.
+func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	m := &conn.Manifest
 	s := sdk.NewServer(&sdk.Implementation{Name: "switchboard/" + m.ID, Title: m.Name, Version: h.opts.Version}, &sdk.ServerOptions{
 		Instructions: m.Docs.LLMShortDescription,
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{}},
+		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) {
+			c.CacheScope = "private"
+			c.TTLMs = listTTL
+		},
 	})
+	s.AddReceivingMiddleware(resourceNotFound)
+	cs := &connServer{key: key, srv: s, handlers: map[string]sdk.ToolHandler{}}
 	for _, e := range conn.API.Entities {
 		if e.InputSchema == nil || e.InputSchema.Type != "object" {
 			h.logger.Warn("entity left out of the MCP tools: its input schema is not an object", "connector", m.ID, "entity", e.Name)
 			continue
 		}
 		a := e.Annotations.MCP()
+		th := h.toolHandler(e)
 		s.AddTool(&sdk.Tool{
 			Name:        e.Name,
 			Description: e.Description,
@@ -331,7 +483,26 @@ func (h *handler) newServer(conn *registry.Connector) *sdk.Server {
 				DestructiveHint: a.DestructiveHint,
 				OpenWorldHint:   a.OpenWorldHint,
 			},
-		}, h.toolHandler(e))
+		}, th)
+		cs.handlers[e.Name] = th
 	}
-	return s
+	return cs
+}
+
+// resourceNotFound answers a missing resource with -32602 in the stateless
+// era (SEP-2164); the session era keeps the SDK's -32002.
+func resourceNotFound(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "resources/read" || err == nil {
+			return res, err
+		}
+		var je *jsonrpc.Error
+		extra := req.GetExtra()
+		if errors.As(err, &je) && je.Code == sdk.CodeResourceNotFound && extra != nil &&
+			extra.Header.Get(headerVersion) >= versionStateless {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: je.Message, Data: je.Data}
+		}
+		return res, err
+	}
 }

@@ -342,7 +342,8 @@ func TestMCPEndpoint(t *testing.T) {
 				if rpc != tc.rpc || code != tc.code {
 					t.Errorf("%s: error %d %s, want %d %s", tc.name, rpc, code, tc.rpc, tc.code)
 				}
-				if tc.status == 401 && r.header.Get("WWW-Authenticate") != "Bearer" {
+				md := s.srv.URL + "/.well-known/oauth-protected-resource/workspaces/" + tc.tenant + "/webhooks/" + tc.instance + ".mcp"
+				if tc.status == 401 && r.header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+md+`"` {
 					t.Errorf("%s: WWW-Authenticate = %q", tc.name, r.header.Get("WWW-Authenticate"))
 				}
 			}

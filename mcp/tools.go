@@ -39,6 +39,16 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 			log.Info("tool call refused", "code", "invalid_arguments")
 			return errorResult(err), nil
 		}
+		// targetUserId (params._meta or an argument) is never sent
+		// upstream; it counts only for trusted callers (Principal.Subject).
+		target, _ := req.Params.Meta[gateway.TargetUserArg].(string)
+		if v, ok := args[gateway.TargetUserArg]; ok {
+			delete(args, gateway.TargetUserArg)
+			if s, ok := v.(string); ok && target == "" {
+				target = s
+			}
+		}
+		p = p.WithTarget(target)
 		action, _ := args[actionArg].(string)
 		if action == registry.DescribeAction {
 			// Answered locally: the upstream is not called.

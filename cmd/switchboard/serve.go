@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/api"
+	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/catalog"
 	"github.com/switchboardhq/switchboard/database"
@@ -35,6 +37,12 @@ type app struct {
 	// generatedAdminToken is set when this start created the operator
 	// token; serve prints it once.
 	generatedAdminToken secrets.Secret
+	// audit writes audit rows in the background; Close flushes it.
+	audit *audit.Writer
+	// catalog is the connector catalog; remote, when the catalog comes
+	// from a URL, refreshes it while serving.
+	catalog *registry.Catalog
+	remote  *registry.Remote
 }
 
 // newApp opens the store, loads keys and the catalog, and wires the
@@ -74,10 +82,11 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 		logger.Info("master key loaded", "source", string(src), "key_id", keys.PrimaryID())
 	}
 
-	cat, err := loadCatalog(cfg.Catalog)
+	cat, remote, err := loadCatalog(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	a.catalog, a.remote = cat, remote
 	for _, p := range cat.Problems() {
 		logger.Warn("connector refused", "reason", p.Error())
 	}
@@ -92,13 +101,35 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 	}
 
 	client := egress.NewClient(egress.Config{Allow: cfg.AllowUpstreams})
+	callers := auth.NewCallers(tenantStore)
+	if cfg.CallerJWTKeys != "" {
+		pemKeys, err := os.ReadFile(cfg.CallerJWTKeys)
+		if err != nil {
+			return nil, fmt.Errorf("--caller-jwt-keys: %w", err)
+		}
+		keys, err := auth.ParsePublicKeys(pemKeys)
+		if err != nil {
+			return nil, fmt.Errorf("--caller-jwt-keys: %w", err)
+		}
+		callers.SetJWT(&auth.CallerJWT{Issuer: cfg.CallerJWTIssuer, Audience: cfg.CallerJWTAudience, Keys: keys})
+	}
+	providers := auth.NewProviders(db, secretStore, cfg.PublicURL)
+	oauth := auth.NewOAuth(auth.OAuthConfig{
+		DB: db, Secrets: secretStore, Providers: providers, HTTPClient: client, PublicURL: cfg.PublicURL, Logger: logger,
+	})
+	appAuth := auth.NewAppAuth()
+	oauth.Register(appAuth)
+	auditStore := audit.NewStore(db)
+	a.audit = audit.NewWriter(auditStore, audit.WriterOptions{Logger: logger})
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
-		Callers:    auth.NewCallers(tenantStore),
-		AppAuth:    auth.NewAppAuth(),
+		Callers:    callers,
+		AppAuth:    appAuth,
 		Dispatcher: &registry.Dispatcher{Client: client},
 		Logger:     logger,
+		OAuth:      oauth,
+		Audit:      a.audit,
 	})
 	admin := api.New(api.Config{
 		Tenants:   tenantSvc,
@@ -106,36 +137,71 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 		Catalog:   cat,
 		Logger:    logger,
 		Ready:     db.Ready,
+		Providers: providers,
+		Audit:     auditStore,
+		Tester:    gw,
 	})
 	agents := http.NewServeMux()
 	agents.Handle("/workspaces/{tenant}/apps/", gw.AppHandler())
-	agents.Handle("/workspaces/", mcp.NewHandler(gw, mcp.Options{Logger: logger}))
+	agents.Handle(gateway.OAuthPattern, gw.OAuthHandler())
+	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
+	if len(cfg.MCPAuthServers) > 0 {
+		mcpOpts.Authorization = &mcp.Authorization{
+			AuthorizationServers: cfg.MCPAuthServers, Issuer: cfg.MCPIssuer, JWKSURL: cfg.MCPJWKSURL, Scopes: cfg.MCPScopes,
+		}
+	}
+	agents.Handle("/workspaces/", mcp.NewHandler(gw, mcpOpts))
 	root := http.NewServeMux()
 	root.Handle("/workspaces/", agents)
+	root.Handle(mcp.WellKnownPrefix+"/", mcp.ProtectedResourceHandler(mcpOpts))
+	root.Handle(auth.CentralCallbackPath, gw.CallbackHandler())
 	root.Handle("/", admin.Handler())
 	a.handler = api.RequestLog(logger, root)
 	ok = true
 	return a, nil
 }
 
-// loadCatalog loads the catalog directory, or the built-in one.
-func loadCatalog(dir string) (*registry.Catalog, error) {
-	var fsys fs.FS = catalog.FS()
-	if dir != "" {
-		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("--catalog: %w", err)
+// loadCatalog loads the catalog: from an https:// URL (cached under the
+// data directory; the returned Remote refreshes it), a directory, or the
+// built-in one. Catalog keys, when configured, apply to all three.
+func loadCatalog(ctx context.Context, cfg *config) (*registry.Catalog, *registry.Remote, error) {
+	opts := registry.LoadOptions{Keys: cfg.CatalogKeys}
+	if strings.HasPrefix(cfg.Catalog, "https://") {
+		remote := &registry.Remote{
+			URL:      cfg.Catalog,
+			CacheDir: filepath.Join(cfg.DataDir, "catalog-cache"),
+			Keys:     cfg.CatalogKeys,
+			Compile:  openapi.Compile,
 		}
-		fsys = os.DirFS(dir)
+		cat, err := remote.Load(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading the connector catalog: %w", err)
+		}
+		return cat, remote, nil
 	}
-	cat, err := registry.LoadCatalog(fsys, openapi.Compile)
+	var fsys fs.FS = catalog.FS()
+	if cfg.Catalog != "" {
+		if _, err := os.Stat(cfg.Catalog); err != nil {
+			return nil, nil, fmt.Errorf("--catalog: %w", err)
+		}
+		fsys = os.DirFS(cfg.Catalog)
+	}
+	cat, err := registry.LoadCatalogWith(fsys, openapi.Compile, opts)
 	if err != nil {
-		return nil, fmt.Errorf("loading the connector catalog: %w", err)
+		return nil, nil, fmt.Errorf("loading the connector catalog: %w", err)
 	}
-	return cat, nil
+	return cat, nil, nil
 }
 
-// Close releases the store.
-func (a *app) Close() error { return a.db.Close() }
+// Close flushes the audit log and releases the store.
+func (a *app) Close() error {
+	if a.audit != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		a.audit.Close(ctx)
+		cancel()
+	}
+	return a.db.Close()
+}
 
 // serveOn serves until ctx is done, then drains for the shutdown timeout.
 func (a *app) serveOn(ctx context.Context, ln net.Listener) error {
@@ -146,6 +212,11 @@ func (a *app) serveOn(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+	}
+	if a.remote != nil {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go a.remote.Run(rctx, a.catalog, a.cfg.CatalogRefresh, a.logger)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,0 +1,299 @@
+// Package audit records one row per agent call — time, tenant, instance,
+// caller, agent, actor and subject user, tool, action, outcome and latency;
+// never arguments, never secrets — and lists a tenant's rows.
+//
+// Rows are written by a Writer, asynchronously and in batches, so that the
+// tools/call path costs no database round trip; Close flushes what is
+// queued.
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/database"
+)
+
+// Entry is one audited call.
+type Entry struct {
+	ID     string               `json:"id"`
+	Time   time.Time            `json:"time"`
+	Tenant switchboard.TenantID `json:"tenant_id"`
+	// Instance is the app instance's slug.
+	Instance string `json:"instance"`
+	Caller   string `json:"caller"`
+	Agent    string `json:"agent"`
+	// Actor is the user the caller's credential stands for; Subject the
+	// user whose credentials the call was made with. They differ when a
+	// trusted caller acts for a targetUserId.
+	Actor   string `json:"actor"`
+	Subject string `json:"subject"`
+	Tool    string `json:"tool"`
+	Action  string `json:"action"`
+	// Outcome is "ok" or the error code the caller got.
+	Outcome string `json:"outcome"`
+	// Status is the upstream HTTP status, 0 when the upstream was not
+	// reached.
+	Status    int   `json:"status"`
+	LatencyUs int64 `json:"latency_us"`
+}
+
+// Store reads and writes audit rows.
+type Store struct{ db *database.DB }
+
+// NewStore returns a store over db.
+func NewStore(db *database.DB) *Store { return &Store{db: db} }
+
+// maxField bounds every text column.
+const maxField = 200
+
+func clip(s string) string {
+	if len(s) > maxField {
+		return s[:maxField]
+	}
+	return s
+}
+
+// Insert writes entries in one transaction. Entries without an ID or a
+// time get one.
+func (s *Store) Insert(ctx context.Context, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	return s.db.InTx(ctx, func(tx *sql.Tx) error {
+		for i := range entries {
+			e := &entries[i]
+			if e.ID == "" {
+				e.ID = switchboard.NewID("aud_")
+			}
+			if e.Time.IsZero() {
+				e.Time = time.Now().UTC()
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log
+				(id, at, tenant_id, instance, caller_id, agent_id, actor, subject, tool, action, outcome, status, latency_us)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+				e.ID, e.Time.UTC(), string(e.Tenant), clip(e.Instance), clip(e.Caller), clip(e.Agent),
+				clip(e.Actor), clip(e.Subject), clip(e.Tool), clip(e.Action), clip(e.Outcome), e.Status, e.LatencyUs); err != nil {
+				return fmt.Errorf("writing audit row: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// Query selects a tenant's rows, newest first.
+type Query struct {
+	// Limit defaults to 100 and is at most 1000.
+	Limit int
+	// Before, when set, returns only rows older than it.
+	Before time.Time
+	// Instance, when set, keeps the rows of that instance slug.
+	Instance string
+}
+
+// List returns a tenant's audit rows, newest first.
+func (s *Store) List(ctx context.Context, tenant switchboard.TenantID, q Query) ([]Entry, error) {
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Limit > 1000 {
+		q.Limit = 1000
+	}
+	before := q.Before
+	if before.IsZero() {
+		before = time.Now().UTC().Add(time.Hour)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
+		tool, action, outcome, status, latency_us FROM audit_log
+		WHERE tenant_id = $1 AND at < $2 AND ($3 = '' OR instance = $3)
+		ORDER BY at DESC, id DESC LIMIT $4`, string(tenant), before.UTC(), q.Instance, q.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing audit rows: %w", err)
+	}
+	defer rows.Close()
+	out := []Entry{}
+	for rows.Next() {
+		var e Entry
+		var tenantID string
+		if err := rows.Scan(&e.ID, &e.Time, &tenantID, &e.Instance, &e.Caller, &e.Agent, &e.Actor, &e.Subject,
+			&e.Tool, &e.Action, &e.Outcome, &e.Status, &e.LatencyUs); err != nil {
+			return nil, err
+		}
+		e.Tenant = switchboard.TenantID(tenantID)
+		e.Time = e.Time.UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Recorder takes audit entries on the call path.
+type Recorder interface {
+	Record(Entry)
+}
+
+// WriterOptions tunes a Writer.
+type WriterOptions struct {
+	// Buffer is how many entries may wait; beyond it entries are dropped
+	// and counted. Default 8192.
+	Buffer int
+	// Batch is the most entries written per transaction. Default 256.
+	Batch int
+	// Interval is how long an entry may wait before it is written.
+	// Default 200ms.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Writer writes entries asynchronously, in batches. Record never blocks.
+type Writer struct {
+	store   *Store
+	opts    WriterOptions
+	ch      chan Entry
+	flushCh chan chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	closed  atomic.Bool
+	dropped atomic.Int64
+	written atomic.Int64
+}
+
+// NewWriter starts a writer over store.
+func NewWriter(store *Store, opts WriterOptions) *Writer {
+	if opts.Buffer <= 0 {
+		opts.Buffer = 8192
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 256
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = 200 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Writer{store: store, opts: opts, ch: make(chan Entry, opts.Buffer),
+		flushCh: make(chan chan struct{}), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// Record queues e. When the queue is full, or the writer is closed, e is
+// dropped and counted (Dropped).
+func (w *Writer) Record(e Entry) {
+	if w.closed.Load() {
+		w.dropped.Add(1)
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	if e.ID == "" {
+		e.ID = switchboard.NewID("aud_")
+	}
+	select {
+	case w.ch <- e:
+	default:
+		w.dropped.Add(1)
+	}
+}
+
+// Dropped returns how many entries were dropped.
+func (w *Writer) Dropped() int64 { return w.dropped.Load() }
+
+// Written returns how many entries were written.
+func (w *Writer) Written() int64 { return w.written.Load() }
+
+// Flush writes everything queued before it returns.
+func (w *Writer) Flush(ctx context.Context) {
+	ack := make(chan struct{})
+	select {
+	case w.flushCh <- ack:
+	case <-w.done:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-ack:
+	case <-ctx.Done():
+	}
+}
+
+// Close stops taking entries and writes what is queued, waiting at most
+// until ctx is done.
+func (w *Writer) Close(ctx context.Context) {
+	w.once.Do(func() {
+		w.closed.Store(true)
+		close(w.ch)
+	})
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	tick := time.NewTicker(w.opts.Interval)
+	defer tick.Stop()
+	batch := make([]Entry, 0, w.opts.Batch)
+	write := func() {
+		if len(batch) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := w.store.Insert(ctx, batch)
+		cancel()
+		if err != nil {
+			w.dropped.Add(int64(len(batch)))
+			w.opts.Logger.Error("writing audit rows", "rows", len(batch), "err", err.Error())
+		} else {
+			w.written.Add(int64(len(batch)))
+		}
+		batch = batch[:0]
+	}
+	drain := func() bool {
+		for {
+			select {
+			case e, ok := <-w.ch:
+				if !ok {
+					return false
+				}
+				batch = append(batch, e)
+				if len(batch) >= w.opts.Batch {
+					write()
+				}
+			default:
+				return true
+			}
+		}
+	}
+	for {
+		select {
+		case e, ok := <-w.ch:
+			if !ok {
+				write()
+				return
+			}
+			batch = append(batch, e)
+			if len(batch) >= w.opts.Batch {
+				write()
+			}
+		case <-tick.C:
+			write()
+		case ack := <-w.flushCh:
+			open := drain()
+			write()
+			close(ack)
+			if !open {
+				return
+			}
+		}
+	}
+}

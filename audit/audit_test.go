@@ -1,0 +1,45 @@
+package audit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/audit"
+	"github.com/switchboardhq/switchboard/database"
+	"github.com/switchboardhq/switchboard/database/dbtest"
+)
+
+// Close writes everything queued; List is newest first and scoped by
+// tenant.
+func TestWriterFlushesOnClose(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		db.ExecContext(context.Background(), `INSERT INTO tenants (id, slug, name, created_at) VALUES ('ten_a', 'a', 'a', CURRENT_TIMESTAMP)`)
+		store := audit.NewStore(db)
+		w := audit.NewWriter(store, audit.WriterOptions{Batch: 7, Interval: 1 << 40})
+		for i := range 100 {
+			tenant := "ten_a"
+			if i%10 == 0 {
+				tenant = "ten_b"
+			}
+			w.Record(audit.Entry{Tenant: switchboardTenant(tenant), Instance: "crm", Tool: "me", Action: "get", Outcome: "ok"})
+		}
+		w.Close(context.Background())
+		if w.Written() != 100 || w.Dropped() != 0 {
+			t.Fatalf("written %d dropped %d", w.Written(), w.Dropped())
+		}
+		rows, err := store.List(context.Background(), "ten_a", audit.Query{Limit: 1000})
+		if err != nil || len(rows) != 90 {
+			t.Fatalf("List = %d rows, %v", len(rows), err)
+		}
+		for i := 1; i < len(rows); i++ {
+			if rows[i].Time.After(rows[i-1].Time) {
+				t.Fatalf("rows not newest first")
+			}
+		}
+		w.Record(audit.Entry{Tenant: "ten_a"})
+		if w.Dropped() != 1 {
+			t.Errorf("a record after Close was not dropped")
+		}
+	})
+}

@@ -1,0 +1,102 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/tenants"
+)
+
+func TestCallerJWT(t *testing.T) {
+	t.Parallel()
+	db := dbtest.SQLite(t)
+	keys, _ := secrets.NewKeyring(make([]byte, 32))
+	store := tenants.NewStore(db, secrets.NewStore(db, keys))
+	if _, err := store.CreateTenant(context.Background(), "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	platform, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(&platform.PublicKey)
+	pub, err := auth.ParsePublicKeys(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callers := auth.NewCallers(store)
+	callers.SetJWT(&auth.CallerJWT{Issuer: "https://platform.test", Audience: "switchboard", Keys: pub})
+
+	sign := func(key *ecdsa.PrivateKey, claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodES256, claims).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	base := func() jwt.MapClaims {
+		return jwt.MapClaims{"iss": "https://platform.test", "aud": "switchboard", "sub": "alice", "tenant": "acme",
+			"agent_id": "agent-1", "source": "cron", "trusted": true, "exp": time.Now().Add(time.Minute).Unix()}
+	}
+	with := func(k string, v any) jwt.MapClaims { c := base(); c[k] = v; return c }
+	cases := []struct {
+		name  string
+		token string
+		ok    bool
+	}{
+		{"valid", sign(platform, base()), true},
+		{"other key", sign(other, base()), false},
+		{"wrong issuer", sign(platform, with("iss", "https://evil.test")), false},
+		{"wrong audience", sign(platform, with("aud", "other")), false},
+		{"expired", sign(platform, with("exp", time.Now().Add(-time.Hour).Unix())), false},
+		{"other tenant", sign(platform, with("tenant", "globex")), false},
+		{"bad source", sign(platform, with("source", "root")), false},
+	}
+	for _, c := range cases {
+		r, _ := http.NewRequest("POST", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+c.token)
+		p, err := callers.Authenticate(context.Background(), r, "acme")
+		if c.ok {
+			if err != nil || p.UserID != "alice" || p.AgentID != "agent-1" || !p.Trusted || p.Kind != tenants.KindCron {
+				t.Errorf("%s: %+v, %v", c.name, p, err)
+			}
+			continue
+		}
+		if !errors.Is(err, switchboard.ErrUnauthorized) {
+			t.Errorf("%s: err = %v, want unauthorized", c.name, err)
+		}
+	}
+}
+
+func TestSubjectHonoursTargetOnlyWhenTrusted(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		trusted      bool
+		user, target string
+		want         string
+		onBehalf     bool
+	}{
+		{false, "alice", "bob", "alice", false},
+		{true, "cron", "bob", "bob", true},
+		{true, "alice", "", "alice", false},
+		{true, "alice", "alice", "alice", false},
+	}
+	for _, c := range cases {
+		p := (&auth.Principal{Trusted: c.trusted, UserID: c.user}).WithTarget(c.target)
+		if p.Subject() != c.want || p.OnBehalf() != c.onBehalf {
+			t.Errorf("%+v: subject %q onBehalf %v", c, p.Subject(), p.OnBehalf())
+		}
+	}
+}

@@ -1,0 +1,344 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/secrets"
+)
+
+// Flow is an authorization-code flow just started by Connect.
+type Flow struct {
+	// AuthorizeURL is where the user's browser goes to consent. It carries
+	// the state and the S256 PKCE challenge.
+	AuthorizeURL string
+	// Binding is the browser-binding value to set as the cookie
+	// CookieName on the browser that goes to AuthorizeURL; the callback
+	// must present it.
+	Binding    string
+	CookieName string
+	ExpiresAt  time.Time
+}
+
+// BindingCookieName is the name of the cookie that binds the flow of
+// state to the browser that started it.
+func BindingCookieName(state string) string { return "sb_oauth_" + hashHex(state)[:16] }
+
+// FlowState is a consumed state: what the callback finishes.
+type FlowState struct {
+	Tenant       switchboard.TenantID
+	TenantSlug   string
+	InstanceID   switchboard.InstanceID
+	InstanceSlug string
+	User         string
+	Mode         string
+	Fingerprint  string
+	TokenURL     string
+	RedirectURI  string
+	verifier     secrets.Secret
+}
+
+// Errors of the callback. None of them says more than needed.
+var (
+	ErrStateInvalid = switchboard.E(switchboard.ErrInvalid, "invalid_state",
+		"the sign-in link is invalid, was already used, or has expired; start connecting again")
+	errNotOAuth = switchboard.E(switchboard.ErrInvalid, "not_oauth",
+		"this app instance does not use a per-user OAuth mode (oauth or oauthCentral)")
+	errClientChanged = switchboard.E(switchboard.ErrConflict, "client_changed",
+		"the app's OAuth client or scopes changed while connecting; start connecting again")
+)
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func hashHex(s string) string {
+	h := sha256.Sum256([]byte("switchboard oauth v1\x00" + s))
+	return hex.EncodeToString(h[:])
+}
+
+func stateOwner(stateHash string) string { return "oauthstate:" + stateHash }
+
+// RedirectURI is the exact redirect URI of an instance: the platform's
+// central callback for oauthCentral, the instance's own callback for
+// oauth.
+func (o *OAuth) RedirectURI(mode, tenantSlug, instanceSlug string) string {
+	if mode == registry.ModeOAuthCentral {
+		return o.publicURL + CentralCallbackPath
+	}
+	return o.publicURL + "/workspaces/" + url.PathEscape(tenantSlug) + "/webhooks/" + url.PathEscape(instanceSlug) + "/oauth/callback"
+}
+
+func userFlowCheck(in ModeInput) error {
+	if m := in.Instance.AuthMode; m != registry.ModeOAuth && m != registry.ModeOAuthCentral {
+		return errNotOAuth
+	}
+	return nil
+}
+
+// Connect starts an authorization-code flow with PKCE (S256) for the
+// principal's subject user: it stores a single-use state bound to tenant,
+// instance and user, expiring within 10 minutes, with the PKCE verifier
+// and the token endpoint, and returns the authorize URL.
+func (o *OAuth) Connect(ctx context.Context, in ModeInput) (*Flow, error) {
+	if err := userFlowCheck(in); err != nil {
+		return nil, err
+	}
+	user := in.Principal.Subject()
+	if user == "" {
+		return nil, errNoUser
+	}
+	c, err := o.clientFor(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if c.authorizeURL == "" {
+		return nil, reconnect(FieldAuthorizeURL)
+	}
+	k := o.key(in, c, user)
+	state, binding, verifier := randomToken(32), randomToken(32), oauth2.GenerateVerifier()
+	sh := hashHex(state)
+	now := o.now()
+	expires := now.Add(o.stateTTL)
+	redirect := o.RedirectURI(c.mode, in.Principal.TenantSlug, in.Instance.Slug)
+	err = o.db.InTx(ctx, func(tx *sql.Tx) error {
+		// Expired flows of anyone are swept as new ones start.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE owner IN (SELECT 'oauthstate:' || state_hash FROM oauth_states WHERE expires_at < $1)`, now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_states WHERE expires_at < $1`, now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO oauth_states (state_hash, tenant_id, tenant_slug, instance_id, instance_slug, user_id, mode,
+			fingerprint, token_url, redirect_uri, binding_hash, expires_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			sh, string(in.Tenant), in.Principal.TenantSlug, string(in.Instance.ID), in.Instance.Slug, user, c.mode,
+			k.fp, c.tokenURL, redirect, hashHex(binding), expires, now); err != nil {
+			return err
+		}
+		return o.secrets.Write(ctx, tx, secrets.Ref{Tenant: in.Tenant, Owner: stateOwner(sh), Name: "pkce_verifier"}, secrets.New(verifier))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting an OAuth flow: %w", err)
+	}
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
+	for name, vs := range c.authParams {
+		if len(vs) > 0 {
+			opts = append(opts, oauth2.SetAuthURLParam(name, vs[0]))
+		}
+	}
+	return &Flow{AuthorizeURL: c.oauth2Config(redirect).AuthCodeURL(state, opts...), Binding: binding,
+		CookieName: BindingCookieName(state), ExpiresAt: expires}, nil
+}
+
+// ConsumeState takes the flow of state, once: a missing, unknown, used
+// or expired state, or a browser binding that does not match, is
+// ErrStateInvalid. The state is spent either way.
+func (o *OAuth) ConsumeState(ctx context.Context, state, binding string) (*FlowState, error) {
+	if state == "" || len(state) > 256 {
+		return nil, ErrStateInvalid
+	}
+	sh := hashHex(state)
+	var fs FlowState
+	var bindingHash string
+	var expires time.Time
+	err := o.db.InTx(ctx, func(tx *sql.Tx) error {
+		var tenant, instance string
+		err := tx.QueryRowContext(ctx, `DELETE FROM oauth_states WHERE state_hash = $1
+			RETURNING tenant_id, tenant_slug, instance_id, instance_slug, user_id, mode, fingerprint, token_url, redirect_uri, binding_hash, expires_at`, sh).
+			Scan(&tenant, &fs.TenantSlug, &instance, &fs.InstanceSlug, &fs.User, &fs.Mode, &fs.Fingerprint, &fs.TokenURL, &fs.RedirectURI, &bindingHash, &expires)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrStateInvalid
+		}
+		if err != nil {
+			return err
+		}
+		fs.Tenant, fs.InstanceID = switchboard.TenantID(tenant), switchboard.InstanceID(instance)
+		ref := secrets.Ref{Tenant: fs.Tenant, Owner: stateOwner(sh), Name: "pkce_verifier"}
+		if fs.verifier, err = o.secrets.Get(ctx, ref); err != nil {
+			return ErrStateInvalid
+		}
+		return o.secrets.DeleteOwner(ctx, tx, fs.Tenant, stateOwner(sh))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !o.now().Before(expires) {
+		return nil, ErrStateInvalid
+	}
+	if binding == "" || subtle.ConstantTimeCompare([]byte(hashHex(binding)), []byte(bindingHash)) != 1 {
+		return nil, ErrStateInvalid
+	}
+	return &fs, nil
+}
+
+// Finish exchanges the code of a consumed flow at the token endpoint
+// recorded when the flow started, with the PKCE verifier, and stores the
+// user's grant: the refresh token as a user-scope secret row whose name
+// carries the fingerprint. in is the instance as it is now; a change of
+// client or scopes since the flow started is errClientChanged.
+func (o *OAuth) Finish(ctx context.Context, fs *FlowState, in ModeInput, code string) error {
+	if err := userFlowCheck(in); err != nil {
+		return err
+	}
+	if code == "" || len(code) > 4096 {
+		return ErrStateInvalid
+	}
+	c, err := o.clientFor(ctx, in)
+	if err != nil {
+		return err
+	}
+	in.Principal = &Principal{Tenant: fs.Tenant, TenantSlug: fs.TenantSlug, UserID: fs.User}
+	k := o.key(in, c, fs.User)
+	if k.fp != fs.Fingerprint || c.mode != fs.Mode {
+		return errClientChanged
+	}
+	c.tokenURL = fs.TokenURL
+	cfg := c.oauth2Config(fs.RedirectURI)
+	o.tokenRequests.Add(1)
+	tok, err := cfg.Exchange(o.httpContext(ctx), code, oauth2.VerifierOption(fs.verifier.Reveal()))
+	if err != nil {
+		return tokenError(asTokenError(err))
+	}
+	if tok.RefreshToken == "" && tok.AccessToken == "" {
+		return tokenError(&tokenEndpointError{code: "unexpected_response"})
+	}
+	now := o.now()
+	var e *cachedToken
+	err = o.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO auth_grants (tenant_id, fingerprint, instance_id, user_id, mode, status, version, expires_at, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $7, $7) ON CONFLICT (tenant_id, fingerprint) DO NOTHING`,
+			string(k.tenant), k.fp, string(k.instance.ID), k.user, k.mode, StatusActive, now); err != nil {
+			return err
+		}
+		row, err := o.readGrant(ctx, tx, k, true)
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			return errors.New("grant row vanished")
+		}
+		if tok.RefreshToken != "" {
+			if err := o.secrets.Write(ctx, tx, k.ref("refresh_token"), secrets.New(tok.RefreshToken)); err != nil {
+				return err
+			}
+		}
+		e, err = o.store(ctx, tx, k, tok, secrets.New(tok.RefreshToken), row.version, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("storing the grant: %w", err)
+	}
+	o.remember(k.fp, e)
+	return nil
+}
+
+// GrantStatus is a user's connection to an instance.
+type GrantStatus struct {
+	Connected bool      `json:"connected"`
+	Status    string    `json:"status"`
+	User      string    `json:"user"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// ConnectURL is where the user (re)connects.
+	ConnectURL string `json:"connect_url,omitempty"`
+}
+
+// Status returns the subject user's connection to the instance with its
+// current client and scopes.
+func (o *OAuth) Status(ctx context.Context, in ModeInput) (*GrantStatus, error) {
+	if err := userFlowCheck(in); err != nil {
+		return nil, err
+	}
+	user := in.Principal.Subject()
+	if user == "" {
+		return nil, errNoUser
+	}
+	c, err := o.clientFor(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	k := o.key(in, c, user)
+	st := &GrantStatus{User: user, Status: "not_connected", ConnectURL: o.ConnectURL(in.Principal.TenantSlug, in.Instance.Slug)}
+	var status string
+	var updated time.Time
+	err = o.db.QueryRowContext(ctx, `SELECT status, updated_at FROM auth_grants WHERE tenant_id = $1 AND fingerprint = $2`,
+		string(k.tenant), k.fp).Scan(&status, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading grant: %w", err)
+	}
+	st.Status, st.UpdatedAt, st.Connected = status, updated.UTC(), status == StatusActive
+	if st.Connected {
+		st.ConnectURL = ""
+	}
+	return st, nil
+}
+
+// Disconnect revokes the subject user's tokens at the provider where it
+// supports revocation, and deletes the user's grants and token rows of the
+// instance (every fingerprint).
+func (o *OAuth) Disconnect(ctx context.Context, in ModeInput) error {
+	if err := userFlowCheck(in); err != nil {
+		return err
+	}
+	user := in.Principal.Subject()
+	if user == "" {
+		return errNoUser
+	}
+	c, err := o.clientFor(ctx, in)
+	if err != nil {
+		return err
+	}
+	k := o.key(in, c, user)
+	if rt, err := o.secrets.Get(ctx, k.ref("refresh_token")); err == nil {
+		if err := o.revoke(ctx, c, rt, "refresh_token"); err != nil {
+			o.logger.Info("revoking at the provider failed; deleting the grant anyway", "code", tokenErrorCode(err))
+		}
+	}
+	var fps []string
+	err = o.db.InTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT fingerprint FROM auth_grants WHERE tenant_id = $1 AND instance_id = $2 AND user_id = $3`,
+			string(in.Tenant), string(in.Instance.ID), user)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var fp string
+			if err := rows.Scan(&fp); err != nil {
+				rows.Close()
+				return err
+			}
+			fps = append(fps, fp)
+		}
+		rows.Close()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_grants WHERE tenant_id = $1 AND instance_id = $2 AND user_id = $3`,
+			string(in.Tenant), string(in.Instance.ID), user); err != nil {
+			return err
+		}
+		return o.secrets.DeleteOwner(ctx, tx, in.Tenant, grantOwner(in.Instance.ID, user))
+	})
+	if err != nil {
+		return fmt.Errorf("deleting the grant: %w", err)
+	}
+	for _, fp := range append(fps, k.fp) {
+		o.forget(fp)
+	}
+	return nil
+}

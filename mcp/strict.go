@@ -1,0 +1,318 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The JSON-RPC decoding path is strict: every request is checked here
+// before anything — our fast path or the SDK, whose decoder matches member
+// names case-insensitively — reads it. An object of the envelope, of its
+// params, of params._meta or of params.arguments that repeats a member, or
+// whose member name differs from a name the protocol reads only by case,
+// Unicode folding or control characters (a trailing NUL), is refused with
+// -32600: such a request could select a different method or tool in one
+// parser than in another.
+
+// member is one name/value pair of a JSON object, in document order.
+type member struct {
+	key string
+	raw []byte
+}
+
+// envelope is a single JSON-RPC message, split strictly.
+type envelope struct {
+	method    string
+	hasMethod bool
+	id        []byte // raw; nil when absent
+	params    []byte // raw; nil when absent
+	result    bool
+	error     bool
+	jsonrpc   string
+}
+
+// Member names the protocol reads, by object.
+var (
+	envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+	paramsKeys   = []string{"name", "arguments", "cursor", "_meta", "uri", "protocolVersion", "capabilities", "clientInfo", "level", "ref", "argument", "task", "requestState", "inputResponses"}
+	metaKeys     = []string{"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel", "progressToken", "targetUserId"}
+)
+
+// strictError says why a message is refused.
+type strictError string
+
+func (e strictError) Error() string { return string(e) }
+
+// parseMessages splits body (valid JSON, trimmed) into its messages: one
+// object, or the objects of a non-empty batch array.
+func parseMessages(body []byte) ([]envelope, bool, error) {
+	if body[0] == '[' {
+		elems, ok := scanArray(body)
+		if !ok || len(elems) == 0 {
+			return nil, true, strictError("a JSON-RPC batch must be a non-empty array of messages")
+		}
+		out := make([]envelope, 0, len(elems))
+		for _, e := range elems {
+			env, err := parseEnvelope(e)
+			if err != nil {
+				return nil, true, err
+			}
+			out = append(out, env)
+		}
+		return out, true, nil
+	}
+	env, err := parseEnvelope(body)
+	if err != nil {
+		return nil, false, err
+	}
+	return []envelope{env}, false, nil
+}
+
+func parseEnvelope(raw []byte) (envelope, error) {
+	var env envelope
+	members, ok := scanObject(raw)
+	if !ok {
+		return env, strictError("a JSON-RPC message must be an object")
+	}
+	if err := checkMembers(members, envelopeKeys); err != nil {
+		return env, err
+	}
+	for _, m := range members {
+		switch m.key {
+		case "jsonrpc":
+			if !decodeString(m.raw, &env.jsonrpc) {
+				return env, strictError(`a JSON-RPC message must have "jsonrpc": "2.0"`)
+			}
+		case "id":
+			env.id = m.raw
+		case "method":
+			if !decodeString(m.raw, &env.method) {
+				return env, strictError(`a JSON-RPC request must have a string "method"`)
+			}
+			env.hasMethod = true
+		case "params":
+			env.params = m.raw
+		case "result":
+			env.result = true
+		case "error":
+			env.error = true
+		}
+	}
+	if env.jsonrpc != "2.0" {
+		return env, strictError(`a JSON-RPC message must have "jsonrpc": "2.0"`)
+	}
+	if !env.hasMethod && !env.result && !env.error {
+		return env, strictError(`a JSON-RPC request must have a string "method"`)
+	}
+	if env.hasMethod && env.method == "" {
+		return env, strictError(`a JSON-RPC request must have a non-empty "method"`)
+	}
+	if env.params != nil && env.params[0] == '{' {
+		params, _ := scanObject(env.params)
+		if err := checkMembers(params, paramsKeys); err != nil {
+			return env, err
+		}
+		for _, p := range params {
+			if len(p.raw) == 0 || p.raw[0] != '{' {
+				continue
+			}
+			switch p.key {
+			case "_meta":
+				inner, _ := scanObject(p.raw)
+				if err := checkMembers(inner, metaKeys); err != nil {
+					return env, err
+				}
+			case "arguments":
+				inner, _ := scanObject(p.raw)
+				if err := checkMembers(inner, nil); err != nil {
+					return env, err
+				}
+			}
+		}
+	}
+	return env, nil
+}
+
+// checkMembers refuses repeated member names, and names that are not one
+// of known but equal one when case, Unicode folding and control or format
+// characters are ignored.
+func checkMembers(members []member, known []string) error {
+	for i, m := range members {
+		for _, o := range members[:i] {
+			if o.key == m.key {
+				return strictError("a JSON-RPC message must not repeat the member " + quoteKey(m.key))
+			}
+		}
+		if isKnown(m.key, known) {
+			continue
+		}
+		folded := strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
+				return -1
+			}
+			return r
+		}, m.key)
+		for _, k := range known {
+			if strings.EqualFold(folded, k) {
+				return strictError("a JSON-RPC message must spell the member " + quoteKey(k) + " exactly")
+			}
+		}
+	}
+	return nil
+}
+
+func isKnown(key string, known []string) bool {
+	for _, k := range known {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteKey(k string) string {
+	if len(k) > 40 {
+		k = k[:40]
+	}
+	b, _ := json.Marshal(k)
+	return string(b)
+}
+
+// decodeString decodes a JSON string value.
+func decodeString(raw []byte, out *string) bool {
+	if len(raw) < 2 || raw[0] != '"' {
+		return false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		*out = string(raw[1 : len(raw)-1])
+		return true
+	}
+	return json.Unmarshal(raw, out) == nil
+}
+
+// The scanners below work on valid JSON (json.Valid is checked first).
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the value starting at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+		}
+		return i
+	}
+}
+
+// scanObject splits the object b into its members.
+func scanObject(b []byte) ([]member, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	var out []member
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return out, true
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return nil, false
+		}
+		end := skipString(b, i)
+		var key string
+		if !decodeString(b[i:end], &key) {
+			return nil, false
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(b, i+1)
+		if i >= len(b) {
+			return nil, false
+		}
+		vend := skipValue(b, i)
+		out = append(out, member{key: key, raw: b[i:vend]})
+		i = skipSpace(b, vend)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			return out, true
+		}
+		return nil, false
+	}
+	return nil, false
+}
+
+// scanArray splits the array b into its elements.
+func scanArray(b []byte) ([][]byte, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, false
+	}
+	var out [][]byte
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return out, true
+	}
+	for i < len(b) {
+		end := skipValue(b, i)
+		out = append(out, b[i:end])
+		i = skipSpace(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == ']' {
+			return out, true
+		}
+		return nil, false
+	}
+	return nil, false
+}
