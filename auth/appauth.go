@@ -281,41 +281,14 @@ func withCookie(header, name, value string) string {
 	return strings.Join(kept, "; ")
 }
 
-// envPlaceholder opens a {ENV:NAME} placeholder.
-const envPlaceholder = "{ENV:"
-
-// ExpandEnv fills the {ENV:NAME} placeholders of tmpl (such as a
-// connector's base URL) with the instance's field NAME, or, when the
-// instance has no value for it, the field's declared Default. A name the
-// manifest does not declare expands to the empty string. Field values are
-// revealed into the result: use it for values that are not secret, such as
-// URLs and tenant ids.
+// ExpandEnv fills the placeholders of tmpl (such as a connector's base
+// URL) from the instance's fields: it is registry.Expand, the one
+// placeholder implementation. {ENV:NAME} becomes the field NAME or, when
+// the instance has no value for it, the field's declared Default; a name
+// the manifest does not declare expands to the empty string; deprecated
+// and malformed placeholders are left as written. Field values are
+// revealed into the result: use it for values that are not secret, such
+// as URLs and tenant ids.
 func ExpandEnv(tmpl string, m *registry.Manifest, fields map[string]secrets.Secret) string {
-	if !strings.Contains(tmpl, envPlaceholder) {
-		return tmpl
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(tmpl, envPlaceholder)
-		if i < 0 {
-			b.WriteString(tmpl)
-			return b.String()
-		}
-		rest := tmpl[i+len(envPlaceholder):]
-		j := strings.IndexByte(rest, '}')
-		if j < 0 {
-			b.WriteString(tmpl)
-			return b.String()
-		}
-		b.WriteString(tmpl[:i])
-		name := rest[:j]
-		if f, ok := m.Field(name); ok {
-			if v, ok := fields[name]; ok && !v.IsZero() {
-				b.WriteString(v.Reveal())
-			} else {
-				b.WriteString(f.Default)
-			}
-		}
-		tmpl = rest[j+1:]
-	}
+	return registry.Expand(tmpl, m, fields)
 }

@@ -88,6 +88,11 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 			p = p.WithTarget(s)
 		}
 	}
+	if t.API() == nil {
+		fail(switchboard.E(switchboard.ErrNotFound, "unknown_operation",
+			"App mode serves connectors of type openapi; call this app instance over MCP"))
+		return
+	}
 	op, ok := t.API().Operation(opID)
 	if !ok {
 		fail(switchboard.E(switchboard.ErrNotFound, "unknown_operation", "the connector has no operation %q", truncate(opID, 80)))

@@ -21,6 +21,7 @@ import (
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
@@ -39,6 +40,15 @@ type Config struct {
 	OAuth *auth.OAuth
 	// Audit receives one entry per call; nil records nothing.
 	Audit audit.Recorder
+	// RemoteClient reaches the hosted MCP servers of mcp_remote
+	// instances: it must be an egress client (dial guard, timeouts, no
+	// redirects). Nil uses Dispatcher.Client, else a default egress
+	// client that reaches public addresses only.
+	RemoteClient *http.Client
+	// VerifyDir is the private directory under which verification
+	// commands get their temporary copy of the connector's files (such as
+	// <data dir>/verify). Empty uses the system's temporary directory.
+	VerifyDir string
 }
 
 // Gateway resolves, authorizes and dispatches agent calls.
@@ -53,6 +63,8 @@ type Gateway struct {
 	logger     *slog.Logger
 	oauth      *auth.OAuth
 	audit      audit.Recorder
+	remote     *http.Client
+	verifyDir  string
 
 	mu      sync.RWMutex
 	targets map[targetKey]*Target
@@ -63,8 +75,8 @@ type Gateway struct {
 
 type targetKey struct{ tenant, instance string }
 
-// New returns a gateway and subscribes its caches (and the callers') to
-// the tenant service's changes.
+// New returns a gateway, subscribes its caches (and the callers') to the
+// tenant service's changes, and makes itself the service's Verifier.
 func New(cfg Config) *Gateway {
 	logger := cfg.Logger
 	if logger == nil {
@@ -77,6 +89,13 @@ func New(cfg Config) *Gateway {
 	dispatcher := cfg.Dispatcher
 	if dispatcher == nil {
 		dispatcher = &registry.Dispatcher{}
+	}
+	remote := cfg.RemoteClient
+	if remote == nil {
+		remote = dispatcher.Client
+	}
+	if remote == nil {
+		remote = egress.NewClient(egress.Config{})
 	}
 	store := cfg.Tenants.Store()
 	callers := cfg.Callers
@@ -94,8 +113,11 @@ func New(cfg Config) *Gateway {
 		logger:     logger,
 		oauth:      cfg.OAuth,
 		audit:      cfg.Audit,
+		remote:     remote,
+		verifyDir:  cfg.VerifyDir,
 		targets:    map[targetKey]*Target{},
 	}
+	cfg.Tenants.SetVerifier(g)
 	cfg.Tenants.Subscribe(g.invalidate)
 	cfg.Tenants.Subscribe(callers.Invalidate)
 	return g
@@ -117,6 +139,9 @@ type Target struct {
 
 	namesOnce sync.Once
 	names     map[*registry.Operation][2]string
+
+	// remote is the connection to the hosted MCP server (mcp_remote).
+	remote remoteConn
 }
 
 // toolAction returns the entity (tool) and action names of op, for audit
@@ -185,7 +210,7 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"the connector %s of this app instance is not in the catalog", in.ConnectorID)
 	}
-	if conn.API == nil {
+	if conn.API == nil && !IsRemote(conn) {
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"connectors of type %s are not served yet", conn.Manifest.Type)
 	}
@@ -204,17 +229,26 @@ func (g *Gateway) invalidate(ch tenants.Change) {
 	if ch.Caller != "" && ch.Instance == "" {
 		return // caller changes are the Callers' business
 	}
+	var dropped []*Target
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.gen++
 	if ch.Instance != "" {
-		delete(g.targets, targetKey{ch.TenantSlug, ch.Instance})
-		return
-	}
-	for k, t := range g.targets {
-		if k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant {
-			delete(g.targets, k)
+		key := targetKey{ch.TenantSlug, ch.Instance}
+		if t := g.targets[key]; t != nil {
+			dropped = append(dropped, t)
 		}
+		delete(g.targets, key)
+	} else {
+		for k, t := range g.targets {
+			if k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant {
+				dropped = append(dropped, t)
+				delete(g.targets, k)
+			}
+		}
+	}
+	g.mu.Unlock()
+	for _, t := range dropped {
+		t.remote.close()
 	}
 }
 
@@ -267,14 +301,20 @@ func (g *Gateway) credentials(ctx context.Context, t *Target) (*credentials, err
 	if err != nil {
 		return nil, err
 	}
-	m := &t.Connector.Manifest
-	base := auth.ExpandEnv(m.BaseURL, m, fields)
-	if m.BaseURL == "" && len(t.Connector.API.Servers) > 0 {
-		base = t.Connector.API.Servers[0]
-	}
-	c := &credentials{fields: fields, baseURL: base}
+	c := newCredentials(t.Connector, fields)
 	t.creds.Store(c)
 	return c, nil
+}
+
+// newCredentials returns the credentials of an instance of conn with the
+// given field values: the fields and the base URL expanded from them.
+func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) *credentials {
+	m := &conn.Manifest
+	base := auth.ExpandEnv(m.BaseURL, m, fields)
+	if m.BaseURL == "" && conn.API != nil && len(conn.API.Servers) > 0 {
+		base = conn.API.Servers[0]
+	}
+	return &credentials{fields: fields, baseURL: base}
 }
 
 // Call runs validateAgent again (defence in depth), builds the instance's

@@ -8,6 +8,7 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,34 +248,35 @@ func (g *Gateway) Test(ctx context.Context, tenantSlug, instanceSlug, user strin
 	if err != nil {
 		return nil, err
 	}
-	m := &t.Connector.Manifest
-	if m.Verify == nil || m.Verify.Probe == nil || m.Verify.Probe.Operation == "" {
-		return &TestResult{OK: false, Message: "the connector declares no probe operation to test with",
-			Details: map[string]any{"code": "no_probe", "mode": t.Instance.AuthMode}}, nil
-	}
-	probe := m.Verify.Probe
-	op, ok := t.API().Operation(probe.Operation)
-	if !ok {
-		if ent, act, cut := strings.Cut(probe.Operation, "."); cut {
-			if e, found := t.API().Entity(ent); found {
-				if a, found := e.Action(act); found && a.Op != nil {
-					op, ok = a.Op, true
-				}
-			}
-		}
-	}
-	if !ok {
-		return &TestResult{OK: false, Message: "the connector's probe names an unknown operation",
-			Details: map[string]any{"code": "invalid_probe", "mode": t.Instance.AuthMode}}, nil
-	}
-	args := map[string]any{}
-	for k, v := range probe.Args {
-		args[k] = v
-	}
-	p := &auth.Principal{Tenant: t.Instance.TenantID, TenantSlug: t.Tenant.Slug, UserID: user, Kind: "operator"}
 	c, err := g.credentials(ctx, t)
 	if err != nil {
 		return nil, err
+	}
+	p := &auth.Principal{Tenant: t.Instance.TenantID, TenantSlug: t.Tenant.Slug, UserID: user, Kind: "operator"}
+	return g.probe(ctx, t, c, p), nil
+}
+
+// probe runs the connector's verify.probe operation for t with the
+// credentials c as p, and reports the outcome, secret-free.
+func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.Principal) *TestResult {
+	m := &t.Connector.Manifest
+	if m.Verify == nil || m.Verify.Probe == nil || m.Verify.Probe.Operation == "" {
+		return &TestResult{OK: false, Message: "the connector declares no probe operation to test with",
+			Details: map[string]any{"code": "no_probe", "mode": t.Instance.AuthMode}}
+	}
+	probe := m.Verify.Probe
+	op, ok := probeOperation(t.API(), probe.Operation)
+	if !ok {
+		return &TestResult{OK: false, Message: "the connector's probe names an unknown operation",
+			Details: map[string]any{"code": "invalid_probe", "mode": t.Instance.AuthMode}}
+	}
+	if c.baseURL == "" {
+		return &TestResult{OK: false, Message: "the app instance has no base URL: set the connector's URL field",
+			Details: map[string]any{"code": "invalid_config", "mode": t.Instance.AuthMode}}
+	}
+	args := map[string]any{}
+	for k, v := range probe.Args {
+		args[k] = registry.Expand(v, m, c.fields)
 	}
 	details := map[string]any{"operation": op.Name, "mode": t.Instance.AuthMode}
 	start := time.Now()
@@ -298,15 +300,43 @@ func (g *Gateway) Test(ctx context.Context, tenantSlug, instanceSlug, user strin
 				details["status"] = ue.Status
 			}
 		}
-		return &TestResult{OK: false, Message: d.Message, Details: details}, nil
+		return &TestResult{OK: false, Message: d.Message, Details: details}
 	}
 	st, _ := details["status"].(int)
 	want := probe.Expect
 	if want == "" {
 		want = "2xx"
 	}
-	if (len(want) == 3 && want[1:] == "xx" && fmt.Sprint(st/100) == want[:1]) || fmt.Sprint(st) == want {
-		return &TestResult{OK: true, Message: "the connection works", Details: details}, nil
+	if statusMatches(st, want) {
+		return &TestResult{OK: true, Message: "the connection works", Details: details}
 	}
-	return &TestResult{OK: false, Message: fmt.Sprintf("the probe answered %d, expected %s", st, want), Details: details}, nil
+	return &TestResult{OK: false, Message: fmt.Sprintf("the probe answered %d, expected %s", st, want), Details: details}
+}
+
+// probeOperation finds a probe's operation: an operationId, or an
+// "entity.action" of the registry.
+func probeOperation(api *registry.API, name string) (*registry.Operation, bool) {
+	if api == nil {
+		return nil, false
+	}
+	if op, ok := api.Operation(name); ok {
+		return op, true
+	}
+	if ent, act, cut := strings.Cut(name, "."); cut {
+		if e, found := api.Entity(ent); found {
+			if a, found := e.Action(act); found && a.Op != nil {
+				return a.Op, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// statusMatches reports whether status is of the class want ("2xx") or
+// equals it ("204").
+func statusMatches(status int, want string) bool {
+	if len(want) == 3 && (want[1:] == "xx" || want[1:] == "XX") {
+		return strconv.Itoa(status/100) == want[:1]
+	}
+	return strconv.Itoa(status) == want
 }

@@ -82,15 +82,10 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 	if !stateless && version != "" && !legacyVersions[version] {
 		return false
 	}
-	hasParamHeader := false
 	for k := range r.Header {
 		if strings.HasPrefix(k, headerParam) {
-			hasParamHeader = true
-			break
+			return false
 		}
-	}
-	if hasParamHeader {
-		return false
 	}
 	if !stateless && (r.Header.Get(headerMethod) != "" || r.Header.Get(headerName) != "") {
 		return false
@@ -124,6 +119,7 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 				if p.raw[0] != '{' && string(p.raw) != "null" {
 					return false
 				}
+
 			default:
 				return false // cursor, task, ...: the SDK's
 			}
@@ -326,6 +322,16 @@ func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized
 	}
 	if res.Content == nil {
 		res.Content = []sdk.Content{}
+	}
+	if stateless {
+		// As the SDK does for the stateless era (SEP-2575): the server
+		// names itself in every result's _meta.
+		if res.Meta == nil {
+			res.Meta = sdk.Meta{}
+		}
+		if _, ok := res.Meta[sdk.MetaKeyServerInfo]; !ok {
+			res.Meta[sdk.MetaKeyServerInfo] = srv.impl
+		}
 	}
 	out, err := json.Marshal(res)
 	if err != nil {

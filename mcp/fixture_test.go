@@ -149,6 +149,8 @@ type upstream struct {
 	// owners maps an API key to the tenant it belongs to.
 	mu     sync.Mutex
 	owners map[string]string
+	// authSeen holds every Authorization header the upstream received.
+	authSeen []string
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -168,6 +170,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.hits.Add(1)
 	u.mu.Lock()
 	owner, ok := u.owners[r.Header.Get("X-Api-Key")]
+	if a := r.Header.Get("Authorization"); a != "" {
+		u.authSeen = append(u.authSeen, a)
+	}
 	u.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if !ok {

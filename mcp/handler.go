@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -100,12 +101,15 @@ type handler struct {
 	servers map[string]*connServer // by connector id@version
 
 	fast fastPath
+	// fastServed counts requests the fast path answered (for tests).
+	fastServed atomic.Int64
 }
 
 // connServer is the MCP server of one connector version and its tool
 // handlers, by tool name.
 type connServer struct {
 	key      string
+	impl     *sdk.Implementation
 	srv      *sdk.Server
 	handlers map[string]sdk.ToolHandler
 }
@@ -334,6 +338,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := &authorized{principal: p, target: t, log: log}
 	if !h.opts.DisableFastPath && len(msgs) == 1 && msgs[0].hasMethod && msgs[0].id != nil {
 		if h.serveFast(w, r, a, &msgs[0], body) {
+			h.fastServed.Add(1)
 			return
 		}
 	}
@@ -456,16 +461,18 @@ const listTTL = 60_000
 // with no resources yet.
 func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	m := &conn.Manifest
-	s := sdk.NewServer(&sdk.Implementation{Name: "switchboard/" + m.ID, Title: m.Name, Version: h.opts.Version}, &sdk.ServerOptions{
+	impl := &sdk.Implementation{Name: "switchboard/" + m.ID, Title: m.Name, Version: h.opts.Version}
+	s := sdk.NewServer(impl, &sdk.ServerOptions{
 		Instructions: m.Docs.LLMShortDescription,
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{}},
+		// Resources and prompts: declared, none served yet (empty lists).
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{}, Prompts: &sdk.PromptCapabilities{}},
 		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) {
 			c.CacheScope = "private"
 			c.TTLMs = listTTL
 		},
 	})
 	s.AddReceivingMiddleware(resourceNotFound)
-	cs := &connServer{key: key, srv: s, handlers: map[string]sdk.ToolHandler{}}
+	cs := &connServer{key: key, impl: impl, srv: s, handlers: map[string]sdk.ToolHandler{}}
 	for _, e := range conn.API.Entities {
 		if e.InputSchema == nil || e.InputSchema.Type != "object" {
 			h.logger.Warn("entity left out of the MCP tools: its input schema is not an object", "connector", m.ID, "entity", e.Name)

@@ -47,8 +47,13 @@ type strictError string
 func (e strictError) Error() string { return string(e) }
 
 // parseMessages splits body (valid JSON, trimmed) into its messages: one
-// object, or the objects of a non-empty batch array.
+// object, or the objects of a non-empty batch array. The body must be
+// valid UTF-8.
 func parseMessages(body []byte) ([]envelope, bool, error) {
+	if !utf8.Valid(body) {
+		// JSON text is UTF-8 (RFC 8259); decoders differ on what else means.
+		return nil, false, strictError("the request body is not valid UTF-8")
+	}
 	if body[0] == '[' {
 		elems, ok := scanArray(body)
 		if !ok || len(elems) == 0 {

@@ -2,12 +2,13 @@ package tenants
 
 import (
 	"context"
-
+	"errors"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -34,8 +35,9 @@ type Change struct {
 // store: validation against the connector manifest, masking of secret
 // values, and change notification for caches.
 type Service struct {
-	store   *Store
-	catalog Catalog
+	store    *Store
+	catalog  Catalog
+	verifier atomic.Pointer[verifierBox]
 
 	mu   sync.RWMutex
 	subs []func(Change)
@@ -45,6 +47,32 @@ type Service struct {
 func NewService(store *Store, catalog Catalog) *Service {
 	return &Service{store: store, catalog: catalog}
 }
+
+// Verifier runs a connector's verification (verify before save) with a
+// candidate configuration; *gateway.Gateway is one. It reports the outcome
+// with its message and details already redacted; an error means the
+// verification could not run, and fails the install like a failed one.
+type Verifier interface {
+	Verify(ctx context.Context, c Candidate) (Verification, error)
+}
+
+// Candidate is an instance configuration that is not saved yet.
+type Candidate struct {
+	Tenant *Tenant
+	// Instance is the instance as it would be saved; its ID is empty when
+	// it does not exist yet.
+	Instance  *Instance
+	Connector *registry.Connector
+	// Fields are every field value the instance would have.
+	Fields map[string]secrets.Secret
+}
+
+type verifierBox struct{ v Verifier }
+
+// SetVerifier sets what verifies configurations before Install saves
+// them. Without one, instances of connectors that declare a verification
+// are activated unverified, and say so.
+func (s *Service) SetVerifier(v Verifier) { s.verifier.Store(&verifierBox{v}) }
 
 // Store returns the underlying store.
 func (s *Service) Store() *Store { return s.store }
@@ -127,7 +155,14 @@ var agentPattern = regexp.MustCompile(`^[A-Za-z0-9._:@/+-]{1,128}$`)
 const MaxAgents = 256
 
 // Install creates or updates an instance idempotently. Everything is
-// validated before anything is written; a failure writes nothing.
+// validated before anything is written; a failure writes nothing. Then the
+// connector's verification runs with the resulting configuration (the
+// stored fields with the request's changes), before anything is
+// persisted: when it fails, nothing changes and the error (ErrInvalid
+// "verification_failed") says why. An instance whose verification passed
+// is AuthReady; one whose connector declares none (or whose verification
+// cannot run without a connected user) is activated AuthUnverified, and
+// its Verification says why.
 func (s *Service) Install(ctx context.Context, tenantSlug, slug string, req InstallRequest) (*InstanceView, bool, error) {
 	t, err := s.store.Tenant(ctx, tenantSlug)
 	if err != nil {
@@ -197,9 +232,14 @@ func (s *Service) Install(ctx context.Context, tenantSlug, slug string, req Inst
 		}
 		return nil
 	}
+	state, verification, rev, err := s.verify(ctx, t, conn, slug, req.AuthMode, agents, set, clear, check)
+	if err != nil {
+		return nil, false, err
+	}
 	in, created, err := s.store.PutInstance(ctx, t.ID, InstanceChange{
 		Slug: slug, ConnectorID: m.ID, ConnectorVersion: m.Version, AuthMode: req.AuthMode,
 		Agents: agents, Set: set, Clear: clear, Check: check,
+		AuthState: state, Verification: verification, IfRevision: &rev,
 	})
 	if err != nil {
 		return nil, false, err
@@ -207,6 +247,65 @@ func (s *Service) Install(ctx context.Context, tenantSlug, slug string, req Inst
 	s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug})
 	view, err := s.view(ctx, in)
 	return view, created, err
+}
+
+// verify runs the connector's verification with the configuration the
+// install would leave: the stored field values with set applied and clear
+// removed. It returns the auth state and verification to save, and the
+// revision the instance was at (0: new), which the write must still find.
+func (s *Service) verify(ctx context.Context, t *Tenant, conn *registry.Connector, slug, mode string, agents []string,
+	set map[string]secrets.Secret, clear []string, check func(map[string]bool) error) (string, Verification, int64, error) {
+	m := &conn.Manifest
+	cand := &Instance{TenantID: t.ID, Slug: slug, ConnectorID: m.ID, ConnectorVersion: m.Version, AuthMode: mode, Agents: agents}
+	fields := map[string]secrets.Secret{}
+	var rev int64
+	cur, err := s.store.Instance(ctx, t.ID, slug)
+	switch {
+	case err == nil:
+		rev = cur.Revision
+		cand.ID, cand.CreatedAt, cand.Revision = cur.ID, cur.CreatedAt, cur.Revision
+		if fields, err = s.store.secrets.GetAll(ctx, t.ID, cur.SecretOwner()); err != nil {
+			return "", Verification{}, 0, err
+		}
+	case !errors.Is(err, switchboard.ErrNotFound):
+		return "", Verification{}, 0, err
+	}
+	for name, v := range set {
+		fields[name] = v
+	}
+	for _, name := range clear {
+		delete(fields, name)
+	}
+	stored := map[string]bool{}
+	for name := range fields {
+		stored[name] = true
+	}
+	if err := check(stored); err != nil {
+		return "", Verification{}, 0, err
+	}
+	if m.Verify == nil {
+		return AuthUnverified, Verification{Message: "not verified: the connector declares no verification; the instance is activated without a test"}, rev, nil
+	}
+	box := s.verifier.Load()
+	if box == nil || box.v == nil {
+		return AuthUnverified, Verification{Message: "not verified: verification is not available on this server"}, rev, nil
+	}
+	v, err := box.v.Verify(ctx, Candidate{Tenant: t, Instance: cand, Connector: conn, Fields: fields})
+	if err != nil {
+		return "", Verification{}, 0, err
+	}
+	switch {
+	case !v.Ran:
+		return AuthUnverified, v, rev, nil
+	case !v.OK:
+		msg := v.Message
+		if msg == "" {
+			msg = "the connector's verification did not pass"
+		}
+		return "", Verification{}, 0, switchboard.E(switchboard.ErrInvalid, "verification_failed",
+			"verification failed, nothing was saved: %s", truncate(msg, 400))
+	}
+	return AuthReady, v, rev, nil
 }
 
 func fieldNames(m *registry.Manifest) string {

@@ -83,19 +83,34 @@ func (s *Store) ListTenants(ctx context.Context) ([]*Tenant, error) {
 	return out, rows.Err()
 }
 
-const instanceColumns = `id, tenant_id, slug, connector_id, connector_version, auth_mode, agents, revision, created_at, updated_at`
+const instanceColumns = `id, tenant_id, slug, connector_id, connector_version, auth_mode, agents, revision, created_at, updated_at,
+	auth_state, verify_kind, verify_message, verify_details, verified_at`
 
 func scanInstance(row interface{ Scan(...any) error }) (*Instance, error) {
 	var (
-		in     Instance
-		agents string
+		in       Instance
+		agents   string
+		details  string
+		verified sql.NullTime
 	)
 	if err := row.Scan(&in.ID, &in.TenantID, &in.Slug, &in.ConnectorID, &in.ConnectorVersion, &in.AuthMode,
-		&agents, &in.Revision, &in.CreatedAt, &in.UpdatedAt); err != nil {
+		&agents, &in.Revision, &in.CreatedAt, &in.UpdatedAt,
+		&in.AuthState, &in.Verification.Kind, &in.Verification.Message, &details, &verified); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(agents), &in.Agents); err != nil {
 		return nil, fmt.Errorf("decoding agents of %s: %w", in.Slug, err)
+	}
+	if details != "" {
+		if err := json.Unmarshal([]byte(details), &in.Verification.Details); err != nil {
+			return nil, fmt.Errorf("decoding verification details of %s: %w", in.Slug, err)
+		}
+	}
+	if verified.Valid {
+		at := verified.Time
+		in.Verification.At = &at
+		in.Verification.Ran = true
+		in.Verification.OK = true // only a passed verification is ever stored
 	}
 	return &in, nil
 }
@@ -149,6 +164,16 @@ type InstanceChange struct {
 	// Check runs inside the transaction after the writes, with the names
 	// of every field that now has a value; an error rolls everything back.
 	Check func(stored map[string]bool) error
+	// AuthState and Verification are the outcome of the verification the
+	// change passed (or why none ran); the message and details must
+	// already be redacted.
+	AuthState    string
+	Verification Verification
+	// IfRevision, when set, makes the change conditional: the instance
+	// must still be at *IfRevision (0: must not exist), else the change
+	// is an ErrConflict "instance_changed" and nothing is written. It
+	// guards a configuration verified before the transaction.
+	IfRevision *int64
 }
 
 // PutInstance creates or updates the instance in one transaction with its
@@ -165,22 +190,54 @@ func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch
 	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		cur, err := s.instance(ctx, tx, tenant, ch.Slug)
-		switch {
-		case errors.Is(err, switchboard.ErrNotFound):
+		if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+			return err
+		}
+		if ch.IfRevision != nil {
+			var rev int64
+			if cur != nil {
+				rev = cur.Revision
+			}
+			if rev != *ch.IfRevision {
+				return switchboard.E(switchboard.ErrConflict, "instance_changed",
+					"instance %q changed while its configuration was being verified; send the request again", ch.Slug)
+			}
+		}
+		state := ch.AuthState
+		if state == "" {
+			state = AuthUnverified
+		}
+		var (
+			details  string
+			verified sql.NullTime
+		)
+		if v := ch.Verification; v.Ran && v.OK {
+			verified = sql.NullTime{Time: now, Valid: true}
+			if len(v.Details) > 0 {
+				b, err := json.Marshal(v.Details)
+				if err != nil {
+					return fmt.Errorf("encoding verification details: %w", err)
+				}
+				details = string(b)
+			}
+		}
+		vkind, vmsg := ch.Verification.Kind, ch.Verification.Message
+		if cur == nil {
 			created = true
 			id := switchboard.NewID("ins_")
 			_, err = tx.ExecContext(ctx, `INSERT INTO instances (`+instanceColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8)`,
-				id, string(tenant), ch.Slug, ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8, $9, $10, $11, $12, $13)`,
+				id, string(tenant), ch.Slug, ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now,
+				state, vkind, vmsg, details, verified)
 			if database.IsForeignKeyViolation(err) {
 				return notFound("tenant", string(tenant))
 			}
-		case err != nil:
-			return err
-		default:
+		} else {
 			_, err = tx.ExecContext(ctx, `UPDATE instances SET connector_id = $1, connector_version = $2, auth_mode = $3,
-				agents = $4, revision = revision + 1, updated_at = $5 WHERE id = $6 AND tenant_id = $7`,
-				ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now, string(cur.ID), string(tenant))
+				agents = $4, revision = revision + 1, updated_at = $5, auth_state = $6, verify_kind = $7,
+				verify_message = $8, verify_details = $9, verified_at = $10 WHERE id = $11 AND tenant_id = $12`,
+				ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now, state, vkind, vmsg, details, verified,
+				string(cur.ID), string(tenant))
 		}
 		if err != nil {
 			return fmt.Errorf("writing instance %s: %w", ch.Slug, err)

@@ -30,10 +30,44 @@ type Instance struct {
 	AuthMode         string                 `json:"auth_mode"`
 	// Agents is the allowlist of agent ids that may call the instance.
 	Agents []string `json:"agents"`
+	// AuthState is AuthReady when the connector's verification passed
+	// with the instance's configuration, AuthUnverified when the instance
+	// was activated without one (the connector declares none, or it needs
+	// a connected user).
+	AuthState string `json:"auth_state"`
+	// Verification is the outcome of the last verification, secret values
+	// redacted.
+	Verification Verification `json:"verification"`
 	// Revision increases on every change; caches compare it.
 	Revision  int64     `json:"revision"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Auth states of an instance.
+const (
+	// AuthReady: the connector's verification passed with the instance's
+	// configuration.
+	AuthReady = "ready"
+	// AuthUnverified: the instance was activated without a verification.
+	AuthUnverified = "unverified"
+)
+
+// Verification is the outcome of a connector's verification (verify
+// before save). Message and Details never hold a secret value of the
+// instance: they are redacted before they are stored, logged or returned.
+type Verification struct {
+	// Ran reports whether a verification ran; when false, Message says
+	// why not.
+	Ran bool `json:"ran"`
+	// OK reports whether it passed.
+	OK bool `json:"ok"`
+	// Kind is "probe" or "command" when it ran.
+	Kind    string         `json:"kind,omitempty"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+	// At is when it ran.
+	At *time.Time `json:"at,omitempty"`
 }
 
 // AllowsAgent reports whether agent is on the instance's allowlist. An

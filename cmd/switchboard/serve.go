@@ -130,6 +130,10 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 		Logger:     logger,
 		OAuth:      oauth,
 		Audit:      a.audit,
+		// Hosted MCP servers (mcp_remote) are reached through the same
+		// egress policy as every upstream.
+		RemoteClient: client,
+		VerifyDir:    filepath.Join(cfg.DataDir, "verify"),
 	})
 	admin := api.New(api.Config{
 		Tenants:   tenantSvc,
