@@ -43,3 +43,34 @@ func TestWriterFlushesOnClose(t *testing.T) {
 		}
 	})
 }
+
+// A batch larger than one INSERT's chunk is written whole, every field
+// intact.
+func TestInsertLargeBatch(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		store := audit.NewStore(db)
+		entries := make([]audit.Entry, 250)
+		for i := range entries {
+			entries[i] = audit.Entry{Tenant: "ten_a", Instance: "crm", Caller: "cal_1", Agent: "bot", Actor: "alice",
+				Subject: "bob", Tool: "contacts", Action: "list", Outcome: "ok", Status: 200, LatencyUs: int64(i)}
+		}
+		if err := store.Insert(context.Background(), entries); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := store.List(context.Background(), "ten_a", audit.Query{Limit: 1000})
+		if err != nil || len(rows) != 250 {
+			t.Fatalf("List = %d rows, %v; want 250", len(rows), err)
+		}
+		seen := map[int64]bool{}
+		for _, r := range rows {
+			if r.Actor != "alice" || r.Subject != "bob" || r.Agent != "bot" || r.Status != 200 || r.Outcome != "ok" {
+				t.Fatalf("row %+v lost a field", r)
+			}
+			seen[r.LatencyUs] = true
+		}
+		if len(seen) != 250 {
+			t.Fatalf("%d distinct rows, want 250", len(seen))
+		}
+	})
+}

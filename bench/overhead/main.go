@@ -38,14 +38,15 @@ func main() {
 	latencyN := flag.Int("latency-calls", 3000, "calls per latency round at one client")
 	clients := flag.Int("clients", 16, "concurrent clients for throughput")
 	bin := flag.String("bin", "", "switchboard binary (default: go build it)")
+	profile := flag.String("server-profile", "", "write a CPU profile of the server, taken during one extra throughput round, to this file")
 	flag.Parse()
-	if err := run(*rounds, *duration, *latencyN, *clients, *bin); err != nil {
+	if err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, dur time.Duration, latencyN, clients int, bin string) error {
+func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile string) error {
 	dir, err := os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
 		return err
@@ -71,8 +72,18 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin string) error
 	}
 	base := "http://127.0.0.1:" + port
 	const adminToken = "bench-operator-token"
-	srv := exec.Command(bin, "serve", "--addr", "127.0.0.1:"+port, "--data-dir", filepath.Join(dir, "data"),
-		"--allow-upstream-cidrs", "127.0.0.1/32", "--log-level", "error")
+	args := []string{"serve", "--addr", "127.0.0.1:" + port, "--data-dir", filepath.Join(dir, "data"),
+		"--allow-upstream-cidrs", "127.0.0.1/32", "--log-level", "error"}
+	debugAddr := ""
+	if profile != "" {
+		dport, err := freePort()
+		if err != nil {
+			return err
+		}
+		debugAddr = "127.0.0.1:" + dport
+		args = append(args, "--debug-addr", debugAddr)
+	}
+	srv := exec.Command(bin, args...)
 	srv.Env = append(os.Environ(), "SWITCHBOARD_ADMIN_TOKEN="+adminToken)
 	srv.Stdout, srv.Stderr = io.Discard, os.Stderr
 	if err := srv.Start(); err != nil {
@@ -161,6 +172,28 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin string) error
 	fmt.Printf("latency direct      p50 %8s p99 %8s\n", dp50, dp99)
 	fmt.Printf("latency switchboard p50 %8s p99 %8s\n", sp50, sp99)
 	fmt.Printf("added p50 %s (target <= 50µs), added p99 %s (target <= 250µs)\n", sp50-dp50, sp99-dp99)
+	if profile != "" {
+		secs := int(dur.Seconds()) + 1
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, secs))
+			if err != nil {
+				done <- err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(profile, b, 0o644)
+			}
+			done <- err
+		}()
+		throughput(through, clients, time.Duration(secs)*time.Second)
+		if err := <-done; err != nil {
+			return fmt.Errorf("server profile: %w", err)
+		}
+		fmt.Printf("server CPU profile written to %s (go tool pprof -top %s %s)\n", profile, bin, profile)
+	}
 	return nil
 }
 

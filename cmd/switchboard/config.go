@@ -63,6 +63,8 @@ type config struct {
 	MCPScopes      []string `json:"mcp_scopes"`
 
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	// DebugAddr, when set, serves the Go profiler there (loopback only).
+	DebugAddr string `json:"debug_addr"`
 }
 
 // Environments.
@@ -176,6 +178,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&c.MCPJWKSURL, "mcp-jwks-url", getenv("SWITCHBOARD_MCP_JWKS_URL"), "JWKS URL of the MCP access-token issuer (SWITCHBOARD_MCP_JWKS_URL)")
 	mcpScopes := fs.String("mcp-scopes", getenv("SWITCHBOARD_MCP_SCOPES"), "comma-separated scopes MCP access tokens must grant (SWITCHBOARD_MCP_SCOPES)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain requests on shutdown")
+	fs.StringVar(&c.DebugAddr, "debug-addr", getenv("SWITCHBOARD_DEBUG_ADDR"), "loopback host:port serving the Go profiler (net/http/pprof); off when empty (SWITCHBOARD_DEBUG_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

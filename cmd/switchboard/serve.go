@@ -257,6 +257,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writ
 		fmt.Fprintf(stderr, "\n%s\n  Operator token for the admin API (shown once; only its hash is stored):\n\n    %s\n\n  export SWITCHBOARD_ADMIN_TOKEN=%s\n%s\n\n",
 			strings.Repeat("=", 72), a.generatedAdminToken.Reveal(), a.generatedAdminToken.Reveal(), strings.Repeat("=", 72))
 	}
+	if cfg.DebugAddr != "" {
+		stop, err := startDebug(cfg.DebugAddr, logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	logger.Info("listening", "addr", ln.Addr().String())
 	return a.serveOn(ctx, ln)
 }
