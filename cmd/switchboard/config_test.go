@@ -79,3 +79,20 @@ func TestConfigLogHidesSecrets(t *testing.T) {
 		t.Fatalf("config log does not say the admin token is set: %s", buf.String())
 	}
 }
+
+// The profiler never listens beyond loopback.
+func TestDebugAddrMustBeLoopback(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	for _, addr := range []string{"0.0.0.0:6060", "[::]:6060", "example.test:6060", "6060"} {
+		if stop, err := startDebug(addr, logger); err == nil {
+			stop()
+			t.Errorf("startDebug(%q) accepted a non-loopback address", addr)
+		}
+	}
+	stop, err := startDebug("127.0.0.1:0", logger)
+	if err != nil {
+		t.Fatalf("startDebug on loopback: %v", err)
+	}
+	stop()
+}
