@@ -473,6 +473,11 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	})
 	s.AddReceivingMiddleware(resourceNotFound)
 	cs := &connServer{key: key, impl: impl, srv: s, handlers: map[string]sdk.ToolHandler{}}
+	if gateway.IsRemote(conn) {
+		// A hosted MCP server's tools are its instance's: forwarded.
+		s.AddReceivingMiddleware(h.remoteTools)
+		return cs
+	}
 	for _, e := range conn.API.Entities {
 		if e.InputSchema == nil || e.InputSchema.Type != "object" {
 			h.logger.Warn("entity left out of the MCP tools: its input schema is not an object", "connector", m.ID, "entity", e.Name)

@@ -587,3 +587,45 @@ func TestCallers(t *testing.T) {
 		_ = c2
 	})
 }
+
+func TestPutInstanceIfRevision(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		svc := newService(t, db)
+		ten, err := svc.CreateTenant(ctx, "acme", "Acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev := func(n int64) *int64 { return &n }
+		ch := tenants.InstanceChange{Slug: "shop", ConnectorID: "widgets", ConnectorVersion: "1.2.3", AuthMode: "apiKey",
+			Agents: []string{"a"}, AuthState: tenants.AuthReady,
+			Verification: tenants.Verification{Ran: true, OK: true, Kind: "command", Message: "fine", Details: map[string]any{"n": 1.0}}}
+		for _, tc := range []struct {
+			name string
+			if_  *int64
+			code string
+		}{
+			{"missing instance expected at 1", rev(1), "instance_changed"},
+			{"create at 0", rev(0), ""},
+			{"stale revision", rev(0), "instance_changed"},
+			{"current revision", rev(1), ""},
+			{"unconditional", nil, ""},
+		} {
+			ch.IfRevision = tc.if_
+			_, _, err := svc.Store().PutInstance(ctx, ten.ID, ch)
+			if code(err) != tc.code {
+				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.code)
+			}
+		}
+		in, err := svc.Store().Instance(ctx, ten.ID, "shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := in.Verification
+		if in.Revision != 3 || in.AuthState != tenants.AuthReady || !v.Ran || !v.OK || v.Kind != "command" || v.Message != "fine" ||
+			v.Details["n"] != 1.0 || v.At == nil {
+			t.Errorf("instance = %+v", in)
+		}
+	})
+}
