@@ -54,13 +54,13 @@ const widgetsSpec = `{
         "operationId": "listWidgets", "x-entity": "widgets", "x-action": "list",
         "summary": "List widgets",
         "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
-        "responses": {"200": {"description": "ok"}}
+        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/WidgetOut"}}}}}}
       },
       "post": {
         "operationId": "createWidget", "x-entity": "widgets", "x-action": "create",
         "summary": "Create a widget",
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Widget"}}}},
-        "responses": {"201": {"description": "created"}}
+        "responses": {"201": {"description": "created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WidgetOut"}}}}}
       }
     },
     "/widgets/{id}": {
@@ -68,7 +68,7 @@ const widgetsSpec = `{
       "get": {
         "operationId": "getWidget", "x-entity": "widgets", "x-action": "get",
         "summary": "Get a widget",
-        "responses": {"200": {"description": "ok"}}
+        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WidgetOut"}}}}}
       },
       "delete": {
         "operationId": "deleteWidget", "x-entity": "widgets", "x-action": "delete",
@@ -80,12 +80,16 @@ const widgetsSpec = `{
       "get": {
         "operationId": "getStatus", "x-entity": "status", "x-action": "get",
         "summary": "Service status",
-        "responses": {"200": {"description": "ok"}}
+        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "string", "enum": ["green", "red"]}}}}}
       }
     }
   },
   "components": {"schemas": {"Widget": {"type": "object", "required": ["name"], "properties": {
     "name": {"type": "string"}, "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Widget"}}
+  }},
+  "WidgetOut": {"type": "object", "required": ["id", "name"], "additionalProperties": false, "properties": {
+    "id": {"type": "string"}, "name": {"type": "string", "minLength": 3}, "owner": {"type": "string", "enum": ["nobody"]},
+    "updated_at": {"type": "string", "format": "date-time"}, "parts": {"type": "array", "items": {"$ref": "#/components/schemas/WidgetOut"}}
   }}}}
 }
 `

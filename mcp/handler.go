@@ -485,7 +485,7 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		}
 		a := e.Annotations.MCP()
 		th := h.toolHandler(e)
-		s.AddTool(&sdk.Tool{
+		tool := &sdk.Tool{
 			Name:        e.Name,
 			Description: e.Description,
 			InputSchema: e.InputSchema,
@@ -495,7 +495,12 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 				DestructiveHint: a.DestructiveHint,
 				OpenWorldHint:   a.OpenWorldHint,
 			},
-		}, th)
+		}
+		if e.OutputSchema != nil {
+			// Set only when present: a nil *Schema in the interface is not nil.
+			tool.OutputSchema = e.OutputSchema
+		}
+		s.AddTool(tool, th)
 		cs.handlers[e.Name] = th
 	}
 	return cs

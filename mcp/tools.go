@@ -58,7 +58,7 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 				log.Info("tool call refused", "code", "invalid_arguments")
 				return errorResult(err), nil
 			}
-			return successResult(&registry.Response{Status: 200, Body: doc}), nil
+			return successResult(&registry.Response{Status: 200, Body: doc}, e.OutputSchema != nil), nil
 		}
 		ac, found := e.Action(action)
 		if !found || ac.Op == nil {
@@ -74,7 +74,7 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 			return errorResult(err), nil
 		}
 		log.Debug("tool call", "status", resp.Status)
-		return successResult(resp), nil
+		return successResult(resp, e.OutputSchema != nil), nil
 	}
 }
 
@@ -124,8 +124,10 @@ func badAction(e *registry.Entity, action string, args map[string]any) error {
 
 // successResult renders an upstream answer: the body as text, and as
 // structured content when it is JSON (an object as is, anything else as
-// {"result": ...}).
-func successResult(resp *registry.Response) *sdk.CallToolResult {
+// {"result": ...}). A tool with an output schema always returns structured
+// content (clients require it): a body that is not JSON is
+// {"result": text}, as the schema's fallback branch says.
+func successResult(resp *registry.Response, hasSchema bool) *sdk.CallToolResult {
 	body := bytes.TrimSpace(resp.Body)
 	if len(body) == 0 {
 		return &sdk.CallToolResult{
@@ -141,6 +143,8 @@ func successResult(resp *registry.Response) *sdk.CallToolResult {
 		} else {
 			res.StructuredContent = map[string]any{"result": v}
 		}
+	} else if hasSchema {
+		res.StructuredContent = map[string]any{"result": string(body)}
 	}
 	return res
 }

@@ -355,6 +355,12 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
 	o.InputSchema = input
+	out, err := outputSchema(op)
+	if err != nil {
+		c.warn(opPath(path, method)+".responses", "the answer of %s has no output schema: %v", truncate(id, 120), err)
+	} else {
+		o.OutputSchema = out
+	}
 	return o, nil
 }
 

@@ -432,8 +432,55 @@ func fitBudget(entities []*registry.Entity, groups []*group) {
 			total += len(b) + 1
 		}
 		if total <= ToolsBudget || li == len(levels)-1 {
+			fitOutputs(entities, total)
 			return
 		}
+	}
+}
+
+// outputTiers are the sizes an entity's output schema may take, richest
+// first; 0 is the permissive schema, -1 the same without its description.
+var outputTiers = []int{8192, 4096, 2048, 1024, 512, 0, -1}
+
+// sdkToolOverhead is the room per tool fitOutputs leaves for what the
+// SDK's tools/list adds to ToolsJSON.
+const sdkToolOverhead = 64
+
+// fitOutputs gives the entities whose answers are known the richest output
+// schemas (one tier for all) that keep tools/list, of total bytes
+// without them, within ToolsBudget; none when even the smallest does not
+// fit. Output schemas never take room from the input schemas.
+func fitOutputs(entities []*registry.Entity, total int) {
+	const member = len(`,"outputSchema":`)
+	// The SDK's tools/list writes each tool a little larger than ToolsJSON
+	// (about 47 bytes measured): output schemas keep that room free.
+	budget := ToolsBudget - sdkToolOverhead*len(entities)
+	for _, tier := range outputTiers {
+		n := total
+		schemas := make([]*jsonschema.Schema, len(entities))
+		for i, e := range entities {
+			if tier < 0 {
+				schemas[i] = registry.EntityOutputSchema(e.Actions, 0)
+				if schemas[i] != nil {
+					schemas[i] = &jsonschema.Schema{Type: "object"}
+				}
+			} else {
+				schemas[i] = registry.EntityOutputSchema(e.Actions, tier)
+			}
+			if schemas[i] != nil {
+				b, _ := json.Marshal(schemas[i])
+				n += member + len(b)
+			}
+		}
+		if n <= budget {
+			for i, e := range entities {
+				e.OutputSchema = schemas[i]
+			}
+			return
+		}
+	}
+	for _, e := range entities {
+		e.OutputSchema = nil
 	}
 }
 

@@ -29,10 +29,13 @@ const (
 type converter struct {
 	stack map[*openapi3.Schema]bool
 	nodes int
+	// depthLimit and nodeLimit are maxDepth and maxNodes unless set
+	// otherwise (output schemas are kept smaller).
+	depthLimit, nodeLimit int
 }
 
 func newConverter() *converter {
-	return &converter{stack: map[*openapi3.Schema]bool{}}
+	return &converter{stack: map[*openapi3.Schema]bool{}, depthLimit: maxDepth, nodeLimit: maxNodes}
 }
 
 // refName returns the last segment of a $ref ("#/components/schemas/X" -> "X").
@@ -110,7 +113,7 @@ func (c *converter) convert(ref *openapi3.SchemaRef, depth int) (*jsonschema.Sch
 		}
 		return placeholder(s, fmt.Sprintf("(recursive reference to %s, not expanded)", name)), nil
 	}
-	if depth > maxDepth || c.nodes >= maxNodes {
+	if depth > c.depthLimit || c.nodes >= c.nodeLimit {
 		what := name
 		if what == "" {
 			what = "nested schema"

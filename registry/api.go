@@ -269,14 +269,16 @@ type Tool struct {
 	Name        string             `json:"name"`
 	Description string             `json:"description"`
 	InputSchema *jsonschema.Schema `json:"inputSchema"`
-	Annotations ToolAnnotations    `json:"annotations"`
+	// OutputSchema is the entity's OutputSchema, when it has one.
+	OutputSchema *jsonschema.Schema `json:"outputSchema,omitempty"`
+	Annotations  ToolAnnotations    `json:"annotations"`
 }
 
 // Tools returns one Tool per entity, in entity order.
 func (a *API) Tools() []Tool {
 	out := make([]Tool, 0, len(a.Entities))
 	for _, e := range a.Entities {
-		out = append(out, Tool{Name: e.Name, Description: e.Description, InputSchema: e.InputSchema, Annotations: e.Annotations.MCP()})
+		out = append(out, Tool{Name: e.Name, Description: e.Description, InputSchema: e.InputSchema, OutputSchema: e.OutputSchema, Annotations: e.Annotations.MCP()})
 	}
 	return out
 }

@@ -58,6 +58,11 @@ type Entity struct {
 	Compact bool
 	// Annotations hold where all actions agree (see Annotations).
 	Annotations Annotations
+	// OutputSchema, when set, is the tool's output schema: an object
+	// schema that the structured content of every successful call of
+	// every action (DescribeAction included) validates against (see
+	// EntityOutputSchema). Nil when some action's answer is not known.
+	OutputSchema *jsonschema.Schema
 }
 
 // Annotations are behaviour hints derived from HTTP methods: GET and HEAD
@@ -97,6 +102,13 @@ type Operation struct {
 	// InputSchema is the object schema of this operation's arguments:
 	// one property per parameter by name, plus "body" when it has one.
 	InputSchema *jsonschema.Schema
+	// OutputSchema, when set, is the schema of the structured content of
+	// a successful call: the JSON answer when it is an object, else
+	// {"result": answer}. It is permissive by construction (no required
+	// properties, no closed objects, null allowed): upstream answers are
+	// not ours to refuse. Nil when the description does not say what a
+	// success looks like.
+	OutputSchema *jsonschema.Schema
 
 	resolved *jsonschema.Resolved
 }

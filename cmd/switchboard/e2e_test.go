@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboardhq/switchboard/database"
@@ -292,6 +293,17 @@ func endToEnd(t *testing.T, databaseURL string) {
 	if !strings.Contains(string(sc), `"full_name":"octocat/hello-world"`) {
 		t.Fatalf("structuredContent = %s", sc)
 	}
+	// Every GitHub tool declares its output; the answer conforms to it.
+	for _, tool := range tools.Tools {
+		if tool.OutputSchema == nil {
+			t.Errorf("tool %s has no outputSchema", tool.Name)
+		}
+		if tool.Name == "repositories" {
+			if err := validateOutput(tool.OutputSchema, res.StructuredContent); err != nil {
+				t.Errorf("repositories get: structuredContent does not match the outputSchema: %v", err)
+			}
+		}
+	}
 	if up.sawAuth("Bearer "+canaryA) != 1 {
 		t.Fatalf("upstream did not get acme's API key exactly once: %v", up.authSet)
 	}
@@ -449,4 +461,30 @@ func databaseContains(t *testing.T, st *stack, s string) bool {
 		}
 	}
 	return false
+}
+
+// validateOutput validates structured content against a tool's output
+// schema as a client would, from their JSON.
+func validateOutput(schema, content any) error {
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return err
+	}
+	var js jsonschema.Schema
+	if err := json.Unmarshal(raw, &js); err != nil {
+		return err
+	}
+	r, err := js.Resolve(nil)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(content)
+	if err != nil {
+		return err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	return r.Validate(v)
 }
