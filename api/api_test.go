@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/switchboardhq/switchboard/catalog"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -47,31 +47,13 @@ func loadCatalog(t *testing.T) *registry.Catalog {
 	return cat
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is a running admin API over a fresh database.
 type env struct {
 	t        *testing.T
 	db       *database.DB
 	srv      *httptest.Server
 	token    string // operator token
-	logs     *syncBuffer
+	logs     *logtest.Buffer
 	mu       sync.Mutex
 	bodies   []string // every response body, for canary checks
 	readyErr error
@@ -95,7 +77,7 @@ func newEnv(t *testing.T, db *database.DB) *env {
 	if err != nil || gen.IsZero() {
 		t.Fatalf("Ensure = %v; want a generated token", err)
 	}
-	e := &env{t: t, db: db, token: gen.Reveal(), logs: &syncBuffer{}}
+	e := &env{t: t, db: db, token: gen.Reveal(), logs: &logtest.Buffer{}}
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := api.New(api.Config{Tenants: svc, Operators: ops, Catalog: cat, Logger: logger, Ready: db.Ready})
 	e.srv = httptest.NewServer(api.RequestLog(logger, s.Handler()))
@@ -642,7 +624,7 @@ func TestInternalErrorsAreLoggedNotSent(t *testing.T) {
 
 func TestLoggerAndRequestID(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	if api.RequestID(context.Background()) != "" {
 		t.Fatal("RequestID of a bare context is not empty")

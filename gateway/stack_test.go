@@ -30,6 +30,7 @@ import (
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
+	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
@@ -90,24 +91,6 @@ func loadCRM(t testing.TB) *registry.Catalog {
 		t.Fatalf("catalog: %v", p)
 	}
 	return cat
-}
-
-// syncBuffer collects logs and bodies from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // clock is a shared, adjustable clock: tests expire tokens by moving it.
@@ -179,8 +162,8 @@ type stack struct {
 	audit  *audit.Writer
 	astore *audit.Store
 	srv    *httptest.Server
-	logs   *syncBuffer
-	bodies *syncBuffer
+	logs   *logtest.Buffer
+	bodies *logtest.Buffer
 }
 
 var masterKey = func() []byte {
@@ -200,7 +183,7 @@ func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) 
 	sec := secrets.NewStore(db, keys)
 	store := tenants.NewStore(db, sec)
 	svc := tenants.NewService(store, cat)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	client := egress.NewClient(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	var h http.Handler
@@ -222,7 +205,7 @@ func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) 
 	mux.Handle(auth.CentralCallbackPath, gw.CallbackHandler())
 	mux.Handle("/workspaces/", mcp.NewHandler(gw, mcp.Options{Logger: logger}))
 	h = mux
-	return &stack{db: db, svc: svc, gw: gw, oauth: o, prov: prov, audit: aw, astore: astore, srv: srv, logs: logs, bodies: &syncBuffer{}}
+	return &stack{db: db, svc: svc, gw: gw, oauth: o, prov: prov, audit: aw, astore: astore, srv: srv, logs: logs, bodies: &logtest.Buffer{}}
 }
 
 func (s *stack) tenant(t testing.TB, slug string) {
@@ -321,7 +304,7 @@ type loginTransport struct {
 	user   string
 	as     string
 	extra  map[string]string
-	bodies *syncBuffer
+	bodies *logtest.Buffer
 }
 
 func (l *loginTransport) RoundTrip(r *http.Request) (*http.Response, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
+	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
@@ -127,24 +128,6 @@ func loadCatalog(t testing.TB) *registry.Catalog {
 	return cat
 }
 
-// syncBuffer is a goroutine-safe buffer for captured logs and bodies.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // upstream is the vendor API: it answers only requests carrying one of the
 // tenants' API keys, and says whose key it saw (never the key itself).
 type upstream struct {
@@ -231,9 +214,9 @@ type stack struct {
 	gw   *gateway.Gateway
 	srv  *httptest.Server
 	up   *upstream
-	logs *syncBuffer
+	logs *logtest.Buffer
 	// bodies collects every response body a test client read.
-	bodies *syncBuffer
+	bodies *logtest.Buffer
 }
 
 func newStack(t testing.TB, db *database.DB) *stack {
@@ -249,7 +232,7 @@ func newStack(t testing.TB, db *database.DB) *stack {
 	cat := loadCatalog(t)
 	store := tenants.NewStore(db, secrets.NewStore(db, keys))
 	svc := tenants.NewService(store, cat)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	client := egress.NewClient(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	gw := gateway.New(gateway.Config{
@@ -270,7 +253,7 @@ func newStack(t testing.TB, db *database.DB) *stack {
 		mux.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return &stack{db: db, svc: svc, gw: gw, srv: srv, up: newUpstream(t), logs: logs, bodies: &syncBuffer{}}
+	return &stack{db: db, svc: svc, gw: gw, srv: srv, up: newUpstream(t), logs: logs, bodies: &logtest.Buffer{}}
 }
 
 // tenant creates a tenant with an instance "shop" of the widgets connector
@@ -317,7 +300,7 @@ func (s *stack) mcpURL(tenant, instance string) string {
 // every response body.
 type headers struct {
 	token, agent string
-	bodies       *syncBuffer
+	bodies       *logtest.Buffer
 }
 
 func (h *headers) RoundTrip(r *http.Request) (*http.Response, error) {

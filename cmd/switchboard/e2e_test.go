@@ -24,32 +24,15 @@ import (
 
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/secrets"
 )
-
-// syncBuffer collects log lines and response bodies from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // teeTransport adds caller headers to every request and copies every
 // response body into seen, so the test can search all responses.
 type teeTransport struct {
 	headers map[string]string
-	seen    *syncBuffer
+	seen    *logtest.Buffer
 }
 
 func (t *teeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -106,8 +89,8 @@ func (u *upstream) sawAuth(v string) int {
 // stack is a running switchboard serve on an ephemeral loopback port.
 type stack struct {
 	base  string
-	logs  *syncBuffer
-	seen  *syncBuffer // every response body the test received
+	logs  *logtest.Buffer
+	seen  *logtest.Buffer // every response body the test received
 	admin string
 	db    func() *database.DB
 	dir   string
@@ -117,7 +100,7 @@ const operatorToken = "sba_e2e-operator-token"
 
 func startStack(t *testing.T, databaseURL string) *stack {
 	t.Helper()
-	s := &stack{logs: &syncBuffer{}, seen: &syncBuffer{}, admin: operatorToken, dir: t.TempDir()}
+	s := &stack{logs: &logtest.Buffer{}, seen: &logtest.Buffer{}, admin: operatorToken, dir: t.TempDir()}
 	cfg := &config{
 		Addr: "127.0.0.1:0", DataDir: s.dir, DatabaseURL: secrets.New(databaseURL), Env: envDevelopment,
 		LogLevel: "debug", AdminToken: secrets.New(operatorToken), ShutdownTimeout: 5 * time.Second,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/auth/authztest"
 	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/registry"
 )
 
@@ -49,7 +50,7 @@ var replicaCatalog = map[string]string{
 // replica is one `switchboard serve` process.
 type replica struct {
 	url  string
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 func freeAddr(t *testing.T) string {
@@ -65,7 +66,7 @@ func freeAddr(t *testing.T) string {
 func startReplica(t *testing.T, bin string, env []string, args ...string) *replica {
 	t.Helper()
 	addr := freeAddr(t)
-	r := &replica{url: "http://" + addr, logs: &syncBuffer{}}
+	r := &replica{url: "http://" + addr, logs: &logtest.Buffer{}}
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = r.logs, r.logs
