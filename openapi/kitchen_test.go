@@ -426,10 +426,15 @@ func TestGenerate(t *testing.T) {
 	for name, b := range p1.Files {
 		fsys[name] = &fstest.MapFile{Data: b}
 	}
-	for _, f := range LintPackage(fsys) {
+	written := LintPackage(fsys)
+	for _, f := range written {
 		if f.Severity == SeverityError {
 			t.Errorf("lint: %s", f)
 		}
+	}
+	// Package.Lint, which skips the second compilation, finds the same.
+	if fast := p1.Lint(); fmt.Sprint(fast) != fmt.Sprint(written) {
+		t.Errorf("Package.Lint = %v, LintPackage of the written files = %v", fast, written)
 	}
 	again, err := Compile(spec, p1.Files[MappingFile])
 	if err != nil || !bytes.Equal(again.ToolsJSON(), p1.Result.API.ToolsJSON()) {

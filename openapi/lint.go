@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"testing/fstest"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -21,7 +22,23 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // would), the fields the auth section and base URL use, the tool schema
 // rules for every tool and action, and the context budget. Findings are in
 // a stable order; the package is usable when none is an error.
-func LintPackage(fsys fs.FS) []Finding {
+func LintPackage(fsys fs.FS) []Finding { return lintPackage(fsys, nil) }
+
+// Lint checks a package Generate made, as LintPackage would check it once
+// written, without compiling the description a second time: the
+// compilation it was generated from stands for it (its written mapping
+// compiles to the same registry, which the tests check).
+func (p *Package) Lint() []Finding {
+	fsys := fstest.MapFS{}
+	for name, b := range p.Files {
+		fsys[name] = &fstest.MapFile{Data: b, Mode: 0o644}
+	}
+	return lintPackage(fsys, p.Result)
+}
+
+// lintPackage is LintPackage; a non-nil compiled result is used instead of
+// compiling the package's description.
+func lintPackage(fsys fs.FS, compiled *Result) []Finding {
 	var out []Finding
 	add := func(sev, file, path, format string, args ...any) {
 		out = append(out, Finding{Severity: sev, File: file, Path: path, Message: fmt.Sprintf(format, args...)})
@@ -64,7 +81,10 @@ func LintPackage(fsys fs.FS) []Finding {
 			return out
 		}
 	}
-	r, err := Analyze(spec, mapping)
+	r := compiled
+	if r == nil {
+		r, err = Analyze(spec, mapping)
+	}
 	if err != nil {
 		file := m.OpenAPI
 		if switchboard.CodeOf(err) == "invalid_mapping" {

@@ -100,7 +100,7 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 		ops += len(e.Actions)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d tools, %d actions, tools/list %d bytes\n", *out, len(api.Entities), ops, api.ToolsListSize())
-	return printFindings(openapi.LintPackage(os.DirFS(*out)), false, stdout, stderr)
+	return printFindings(pkg.Lint(), false, stdout, stderr)
 }
 
 // connectorLint lints a package directory.
