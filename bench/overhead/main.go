@@ -21,7 +21,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +38,15 @@ func main() {
 	clients := flag.Int("clients", 16, "concurrent clients for throughput")
 	bin := flag.String("bin", "", "switchboard binary (default: go build it)")
 	profile := flag.String("server-profile", "", "write a CPU profile of the server, taken during one extra throughput round, to this file")
+	serveUpstream := flag.String("serve-upstream", "", "internal: serve the no-op upstream on this loopback address and nothing else")
 	flag.Parse()
+	if *serveUpstream != "" {
+		if err := http.ListenAndServe(*serveUpstream, noop); err != nil {
+			fmt.Fprintln(os.Stderr, "overhead:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
@@ -60,11 +67,30 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 			return fmt.Errorf("building: %w", err)
 		}
 	}
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":1,"name":"hello","full_name":"octo/hello"}`)
-	}))
-	defer upstream.Close()
+	// The upstream runs in its own process (this program, re-executed), so
+	// that the direct call and the call through Switchboard both cross
+	// processes, as they do in production; only Switchboard's own hop
+	// differs between them.
+	upAddr := "127.0.0.1:"
+	if p, err := freePort(); err == nil {
+		upAddr += p
+	} else {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	up := exec.Command(self, "-serve-upstream", upAddr)
+	up.Stderr = os.Stderr
+	if err := up.Start(); err != nil {
+		return err
+	}
+	defer func() { up.Process.Kill(); up.Wait() }()
+	upstream := struct{ URL string }{URL: "http://" + upAddr}
+	if err := waitUp(upstream.URL + "/repos/octo/hello"); err != nil {
+		return err
+	}
 
 	port, err := freePort()
 	if err != nil {
@@ -195,6 +221,23 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		fmt.Printf("server CPU profile written to %s (go tool pprof -top %s %s)\n", profile, bin, profile)
 	}
 	return nil
+}
+
+// noop is the upstream: a fixed small JSON document.
+var noop = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"id":1,"name":"hello","full_name":"octo/hello"}`)
+})
+
+func waitUp(url string) error {
+	for i := 0; i < 300; i++ {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("upstream at %s did not start", url)
 }
 
 func do(c *http.Client, req *http.Request, want string) error {
