@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/switchboardhq/switchboard/database/dbtest"
@@ -75,6 +76,9 @@ func TestFastPathMatchesSDK(t *testing.T) {
 			if c.name != "" {
 				req.Header.Set("Mcp-Name", c.name)
 			}
+			if strings.Contains(c.params, `"target":"get"`) {
+				req.Header.Set("Mcp-Param-Target", "get") // x-mcp-header (SEP-2243)
+			}
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -104,8 +108,10 @@ func TestFastPathMatchesSDK(t *testing.T) {
 			}
 		}
 	}
-	// The fast path did answer: everything but the unknown tool.
-	want := int64(len(versions) * len(ids) * (len(calls) - 1))
+	// The fast path did answer: everything but the unknown tool, and the
+	// 2026-07-28 describe call, whose Mcp-Param-Target header (x-mcp-header)
+	// sends it down the SDK path.
+	want := int64(len(versions)*len(ids)*(len(calls)-1) - len(ids))
 	if got := mcp.FastServed(fast); got != want {
 		t.Errorf("fast path answered %d requests, want %d", got, want)
 	}

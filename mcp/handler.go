@@ -335,6 +335,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if len(msgs) == 1 {
+		if msg := checkParamHeader(r, &msgs[0], t.API()); msg != "" {
+			log.Info("mcp request refused", "code", "header_mismatch", "agent", p.AgentID)
+			writeRPCError(w, requestID(body), http.StatusBadRequest, codeHeaderMismatch, "header_mismatch", msg)
+			return
+		}
+	}
 	a := &authorized{principal: p, target: t, log: log}
 	if !h.opts.DisableFastPath && len(msgs) == 1 && msgs[0].hasMethod && msgs[0].id != nil {
 		if h.serveFast(w, r, a, &msgs[0], body) {

@@ -522,9 +522,16 @@ func actionProperty(actions []*registry.Action) *jsonschema.Schema {
 	return &jsonschema.Schema{Type: "string", Enum: enum, Description: "The action to perform; its arguments go beside it. " + describeHint}
 }
 
-// targetProperty is the argument of the describe action.
+// targetProperty is the argument of the describe action. It is mirrored
+// into the Mcp-Param-Target header on the 2026-07-28 transport (SEP-2243,
+// x-mcp-header), so intermediaries see which action's schema is asked for
+// without reading the body. It is the one parameter annotated: an optional
+// argument of a local action, so a client that calls without listing tools
+// first (and so cannot mirror) is refused only for describe, never for an
+// upstream call.
 func targetProperty() *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "string", Description: `With action "describe": the action to describe.`}
+	return &jsonschema.Schema{Type: "string", Description: `With action "describe": the action to describe.`,
+		Extra: map[string]any{"x-mcp-header": registry.DescribeTargetHeader}}
 }
 
 // compactSchema is the tool schema that leaves the actions' parameters to

@@ -230,6 +230,10 @@ const DescribeAction = "describe"
 // describe.
 const DescribeTarget = "target"
 
+// DescribeTargetHeader is the x-mcp-header name of DescribeTarget: on the
+// 2026-07-28 transport its value travels in Mcp-Param-Target too (SEP-2243).
+const DescribeTargetHeader = "Target"
+
 // Annotations returns the operation's behaviour hints, from its method.
 func (o *Operation) Annotations() Annotations {
 	switch o.Method {
