@@ -222,14 +222,14 @@ func identityHeader(r *http.Request, name string) string {
 // Invalidate drops what ch makes stale: a revoked caller. Subscribe it to
 // tenants.Service changes.
 func (c *Callers) Invalidate(ch tenants.Change) {
-	if ch.Caller == "" {
+	if ch.Caller == "" && !ch.All {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	for h, e := range c.byHash {
-		if e.caller.ID == ch.Caller {
+		if ch.All || e.caller.ID == ch.Caller {
 			delete(c.byHash, h)
 		}
 	}

@@ -30,6 +30,8 @@ type DB struct {
 	Dialect string
 	// Path is the SQLite file, empty on Postgres.
 	Path string
+
+	url string // Postgres connection string, for LISTEN connections
 }
 
 // FileName is the embedded store's file inside the data directory.
@@ -56,7 +58,7 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("connecting to postgres: %w", redactURL(err, url))
 	}
-	return &DB{DB: db, Dialect: migrations.Postgres}, nil
+	return &DB{DB: db, Dialect: migrations.Postgres, url: url}, nil
 }
 
 // redactURL keeps a connection string, which may hold a password, out of

@@ -226,13 +226,18 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 // invalidate drops the cached targets a change makes stale: the changed
 // instance, or every instance of the tenant for a tenant-wide change.
 func (g *Gateway) invalidate(ch tenants.Change) {
-	if ch.Caller != "" && ch.Instance == "" {
+	if ch.Caller != "" && ch.Instance == "" && !ch.All {
 		return // caller changes are the Callers' business
 	}
 	var dropped []*Target
 	g.mu.Lock()
 	g.gen++
-	if ch.Instance != "" {
+	if ch.All {
+		for k, t := range g.targets {
+			dropped = append(dropped, t)
+			delete(g.targets, k)
+		}
+	} else if ch.Instance != "" {
 		key := targetKey{ch.TenantSlug, ch.Instance}
 		if t := g.targets[key]; t != nil {
 			dropped = append(dropped, t)

@@ -2,6 +2,7 @@ package tenants
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"regexp"
 	"slices"
@@ -23,13 +24,20 @@ type Catalog interface {
 
 // Change tells subscribers that something a cache may hold changed.
 type Change struct {
-	Tenant     switchboard.TenantID
-	TenantSlug string
+	Tenant     switchboard.TenantID `json:"tenant,omitempty"`
+	TenantSlug string               `json:"tenant_slug,omitempty"`
 	// Instance is the slug of the changed instance, if any.
-	Instance string
+	Instance string `json:"instance,omitempty"`
 	// Caller is the changed (revoked) caller, if any.
-	Caller switchboard.CallerID
+	Caller switchboard.CallerID `json:"caller,omitempty"`
+	// All says that anything cached may be stale: drop it all. Sent when
+	// this replica may have missed changes made by others.
+	All bool `json:"all,omitempty"`
 }
+
+// ChangesChannel is the Postgres NOTIFY channel changes travel on between
+// replicas.
+const ChangesChannel = "switchboard_changes"
 
 // Service applies the rules of tenants, instances and callers on top of the
 // store: validation against the connector manifest, masking of secret
@@ -41,6 +49,8 @@ type Service struct {
 
 	mu   sync.RWMutex
 	subs []func(Change)
+
+	onNotifyError atomic.Pointer[func(error)]
 }
 
 // NewService returns a service over store validating against catalog.
@@ -84,13 +94,50 @@ func (s *Service) Subscribe(fn func(Change)) {
 	s.subs = append(s.subs, fn)
 }
 
+// notify tells this replica's subscribers at once, and the other
+// replicas through the store (Postgres NOTIFY; nothing to do on the
+// embedded store). The change itself is already committed; a failed
+// publication goes to Listen's error handler.
 func (s *Service) notify(c Change) {
+	s.deliver(c)
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.store.db.Notify(ctx, ChangesChannel, string(payload)); err != nil {
+		if onError := s.onNotifyError.Load(); onError != nil {
+			(*onError)(err)
+		}
+	}
+}
+
+func (s *Service) deliver(c Change) {
 	s.mu.RLock()
 	subs := slices.Clone(s.subs)
 	s.mu.RUnlock()
 	for _, fn := range subs {
 		fn(c)
 	}
+}
+
+// Listen delivers the changes other replicas make to this replica's
+// subscribers until ctx is done; after every (re)connection of its
+// listener it delivers Change{All: true}, since changes made meanwhile
+// were not heard. It returns at once on the embedded store. Run it in its
+// own goroutine.
+func (s *Service) Listen(ctx context.Context, onError func(error)) {
+	if onError != nil {
+		s.onNotifyError.Store(&onError)
+	}
+	s.store.db.Listen(ctx, ChangesChannel, func(payload string) {
+		var c Change
+		if err := json.Unmarshal([]byte(payload), &c); err != nil {
+			c = Change{All: true}
+		}
+		s.deliver(c)
+	}, func() { s.deliver(Change{All: true}) }, onError)
 }
 
 func invalid(code, format string, args ...any) error {

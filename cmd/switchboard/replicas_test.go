@@ -94,6 +94,7 @@ func startReplica(t *testing.T, bin string, env []string, args ...string) *repli
 // Two server processes on one Postgres database, 25 concurrent calls each
 // with an expired access token: exactly one refresh at the authorization
 // server in total, 50 successes, and neither process sees invalid_grant.
+// Then a caller revoked through one process is refused by the other.
 func TestTwoProcessesRefreshOnce(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -246,6 +247,26 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 		if l := r.logs.String(); strings.Contains(l, "invalid_grant") || strings.Contains(l, "grant needs reconnecting") {
 			t.Errorf("replica %s saw invalid_grant or reconnect:\n%s", name, l)
 		}
+	}
+
+	// A caller revoked through replica A is refused by replica B, whose
+	// cache held it, as soon as the change notification arrives.
+	list := admin("GET", "/v1/tenants/acme/callers", "")
+	callers, _ := list["callers"].([]any)
+	if len(callers) != 1 {
+		t.Fatalf("callers = %v", list)
+	}
+	id, _ := callers[0].(map[string]any)["id"].(string)
+	admin("DELETE", "/v1/tenants/acme/callers/"+id, "")
+	refused := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if out := call(b); strings.Contains(out, "invalid_credential") || strings.Contains(out, "unauthorized") {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Errorf("replica B still serves a caller revoked through replica A")
 	}
 }
 

@@ -43,6 +43,8 @@ type app struct {
 	// from a URL, refreshes it while serving.
 	catalog *registry.Catalog
 	remote  *registry.Remote
+	// tenants publishes changes to, and hears them from, other replicas.
+	tenants *tenants.Service
 }
 
 // newApp opens the store, loads keys and the catalog, and wires the
@@ -95,6 +97,7 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 	secretStore := secrets.NewStore(db, keys)
 	tenantStore := tenants.NewStore(db, secretStore)
 	tenantSvc := tenants.NewService(tenantStore, cat)
+	a.tenants = tenantSvc
 	operators := auth.NewOperators(db)
 	if a.generatedAdminToken, err = operators.Ensure(ctx, cfg.AdminToken.Reveal()); err != nil {
 		return nil, fmt.Errorf("setting up the operator token: %w", err)
@@ -217,11 +220,16 @@ func (a *app) serveOn(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 	}
+	bg, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
 	if a.remote != nil {
-		rctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go a.remote.Run(rctx, a.catalog, a.cfg.CatalogRefresh, a.logger)
+		go a.remote.Run(bg, a.catalog, a.cfg.CatalogRefresh, a.logger)
 	}
+	// Changes other replicas make (a revoked caller, an edited instance)
+	// reach this replica's caches through Postgres LISTEN/NOTIFY.
+	go a.tenants.Listen(bg, func(err error) {
+		a.logger.Warn("replica change notifications", "err", err.Error())
+	})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
