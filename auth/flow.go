@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -337,8 +338,33 @@ func (o *OAuth) Disconnect(ctx context.Context, in ModeInput) error {
 	if err != nil {
 		return fmt.Errorf("deleting the grant: %w", err)
 	}
-	for _, fp := range append(fps, k.fp) {
+	fps = append(fps, k.fp)
+	for _, fp := range fps {
 		o.forget(fp)
 	}
+	// Other replicas drop their cached tokens of the grant too.
+	if err := o.db.Notify(ctx, GrantsChannel, strings.Join(fps, ",")); err != nil {
+		o.logger.Warn("telling other replicas of a disconnect failed; their cached tokens live until expiry", "err", err.Error())
+	}
 	return nil
+}
+
+// GrantsChannel is the Postgres NOTIFY channel on which a replica tells
+// the others which grants' cached tokens to drop.
+const GrantsChannel = "switchboard_grants"
+
+// Listen drops the cached tokens of grants that other replicas disconnect,
+// until ctx is done; after every (re)connection of its listener it drops
+// every cached token, since disconnects made meanwhile were not heard. It
+// returns at once on the embedded store. Run it in its own goroutine.
+func (o *OAuth) Listen(ctx context.Context, onError func(error)) {
+	o.db.Listen(ctx, GrantsChannel, func(payload string) {
+		for _, fp := range strings.Split(payload, ",") {
+			o.forget(fp)
+		}
+	}, func() {
+		o.mu.Lock()
+		clear(o.mem)
+		o.mu.Unlock()
+	}, onError)
 }

@@ -453,3 +453,50 @@ func TestOAuthCentralProvider(t *testing.T) {
 		}
 	})
 }
+
+// A user who disconnects through one replica is disconnected on all: the
+// other replica drops its cached access token at once (LISTEN/NOTIFY),
+// even where the vendor would still accept the token.
+func TestDisconnectReachesOtherReplicas(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.PostgresURL(t)
+	open := func() *database.DB {
+		db, err := database.Open(context.Background(), dsn, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	dbA, dbB := open(), open()
+	if _, err := dbA.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o := setupOAuth(t, dbA)
+	o.up.memo = &sync.Map{} // the vendor keeps accepting tokens it has seen
+	o.connect(t, "alice")
+	b := newStack(t, dbB, loadCRM(t), o.clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.oauth.Listen(ctx, nil)
+	// Let B's listener connect (it drops every cached token when it
+	// does), so that below only the notification can drop alice's token.
+	time.Sleep(500 * time.Millisecond)
+	if r := b.callTool(t, "acme", "crm", o.token, agent, "alice", nil, nil); r.isError || r.user != "alice" {
+		t.Fatalf("replica B before disconnect: %+v", r)
+	}
+	br := o.s.newBrowser(o.as, "alice", o.token)
+	req, _ := httpNewRequest("POST", o.s.srv.URL+"/workspaces/acme/webhooks/crm/oauth/disconnect")
+	resp, err := br.client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("disconnect: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	var r toolResult
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r = b.callTool(t, "acme", "crm", o.token, agent, "alice", nil, nil); r.code == "reconnect_required" {
+			return
+		}
+	}
+	t.Fatalf("replica B still acts for a disconnected user: %+v", r)
+}

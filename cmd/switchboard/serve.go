@@ -43,8 +43,10 @@ type app struct {
 	// from a URL, refreshes it while serving.
 	catalog *registry.Catalog
 	remote  *registry.Remote
-	// tenants publishes changes to, and hears them from, other replicas.
+	// tenants publishes changes to, and hears them from, other replicas;
+	// oauth does so for disconnected grants.
 	tenants *tenants.Service
+	oauth   *auth.OAuth
 }
 
 // newApp opens the store, loads keys and the catalog, and wires the
@@ -120,6 +122,7 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 	oauth := auth.NewOAuth(auth.OAuthConfig{
 		DB: db, Secrets: secretStore, Providers: providers, HTTPClient: client, PublicURL: cfg.PublicURL, Logger: logger,
 	})
+	a.oauth = oauth
 	appAuth := auth.NewAppAuth()
 	oauth.Register(appAuth)
 	auditStore := audit.NewStore(db)
@@ -229,6 +232,9 @@ func (a *app) serveOn(ctx context.Context, ln net.Listener) error {
 	// reach this replica's caches through Postgres LISTEN/NOTIFY.
 	go a.tenants.Listen(bg, func(err error) {
 		a.logger.Warn("replica change notifications", "err", err.Error())
+	})
+	go a.oauth.Listen(bg, func(err error) {
+		a.logger.Warn("replica grant notifications", "err", err.Error())
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
