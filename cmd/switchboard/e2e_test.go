@@ -382,6 +382,29 @@ func endToEnd(t *testing.T, databaseURL string) {
 		t.Errorf("App mode: %d %s", st, body)
 	}
 
+	// The audit log has the calls, with actor and outcome, and no secret.
+	// Rows are written in batches in the background: wait for them.
+	var auditRows map[string]any
+	var rows []any
+	for deadline := time.Now().Add(5 * time.Second); len(rows) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		auditRows = s.adminCall(t, "GET", "/v1/tenants/acme/audit", "", 200)
+		rows, _ = auditRows["entries"].([]any)
+	}
+	if raw := fmt.Sprint(auditRows); len(rows) == 0 || !strings.Contains(raw, "repositories") || !strings.Contains(raw, "triage-bot") {
+		t.Errorf("audit rows lack the calls: %.500s", raw)
+	}
+	// Testing an instance's connection answers {ok, message}.
+	tested := s.adminCall(t, "POST", "/v1/tenants/acme/instances/gh/test", `{}`, 200)
+	if _, ok := tested["ok"]; !ok {
+		t.Errorf("instance test answer = %v", tested)
+	}
+	// A central OAuth provider's client secret is write-only.
+	s.adminCall(t, "PUT", "/v1/providers/example", fmt.Sprintf(`{"name": "Example", "authorize_url": "https://idp.example.test/authorize",
+		"token_url": "https://idp.example.test/token", "client_id": "central-client", "client_secret": %q}`, canaryA+"-central"), 201)
+	if prov := s.adminCall(t, "GET", "/v1/providers/example", "", 200); strings.Contains(fmt.Sprint(prov), canaryA) {
+		t.Errorf("provider view shows its client secret: %v", prov)
+	}
+
 	// Canary: the keys appear in no response, no log line, no clear value in
 	// the database.
 	for _, canary := range []string{canaryA, canaryB} {
