@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 )
 
@@ -15,16 +14,8 @@ import (
 // connecting. The embedded store has nothing to listen to.
 func TestNotifyReachesOtherReplicas(t *testing.T) {
 	t.Parallel()
-	dsn := dbtest.PostgresURL(t)
-	open := func() *database.DB {
-		db, err := database.Open(context.Background(), dsn, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	replicas := dbtest.Replicas(t, 2)
+	a, b := replicas[0], replicas[1]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan string, 4)

@@ -126,19 +126,8 @@ func TestConcurrentRefreshIsSingleFlight(t *testing.T) {
 // refresh in total.
 func TestTwoReplicasRefreshOnce(t *testing.T) {
 	t.Parallel()
-	dsn := dbtest.PostgresURL(t)
-	open := func() *database.DB {
-		db, err := database.Open(context.Background(), dsn, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	dbA, dbB := open(), open()
-	if _, err := dbA.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	replicas := dbtest.Replicas(t, 2)
+	dbA, dbB := replicas[0], replicas[1]
 	o := setupOAuth(t, dbA)
 	o.connect(t, "alice")
 	b := newStack(t, dbB, loadCRM(t), o.clk)
@@ -459,19 +448,8 @@ func TestOAuthCentralProvider(t *testing.T) {
 // even where the vendor would still accept the token.
 func TestDisconnectReachesOtherReplicas(t *testing.T) {
 	t.Parallel()
-	dsn := dbtest.PostgresURL(t)
-	open := func() *database.DB {
-		db, err := database.Open(context.Background(), dsn, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	dbA, dbB := open(), open()
-	if _, err := dbA.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	replicas := dbtest.Replicas(t, 2)
+	dbA, dbB := replicas[0], replicas[1]
 	o := setupOAuth(t, dbA)
 	o.up.memo = &sync.Map{} // the vendor keeps accepting tokens it has seen
 	o.connect(t, "alice")

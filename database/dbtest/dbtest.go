@@ -144,3 +144,24 @@ func Count(t testing.TB, db *database.DB, table, where string, args ...any) int 
 	}
 	return n
 }
+
+// Replicas returns n connection pools on one fresh, migrated PostgreSQL
+// database, as n replicas of the server would have: each its own pool, so
+// locks and notifications really cross connections.
+func Replicas(t testing.TB, n int) []*database.DB {
+	t.Helper()
+	dsn := PostgresURL(t)
+	out := make([]*database.DB, n)
+	for i := range out {
+		db, err := database.Open(context.Background(), dsn, "")
+		if err != nil {
+			t.Fatalf("opening postgres: %v", err)
+		}
+		t.Cleanup(func() { db.Close() })
+		out[i] = db
+	}
+	if _, err := out[0].Migrate(context.Background()); err != nil {
+		t.Fatalf("migrating postgres: %v", err)
+	}
+	return out
+}
