@@ -17,6 +17,7 @@ import (
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 )
 
 const browseSpec = `{"openapi": "3.0.3", "info": {"title": "T", "version": "1"},
@@ -35,7 +36,6 @@ type browseConnector struct {
 // writeBrowseCatalog writes and hashes a catalog of three connectors.
 func writeBrowseCatalog(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
 	conns := []browseConnector{
 		{"notes", `{"id": "notes", "name": "Notes", "version": "1.0.0", "type": "openapi", "scope": "global",
   "requires": ["API_KEY", "ENV"], "tags": ["productivity", "writing"],
@@ -61,30 +61,15 @@ func writeBrowseCatalog(t *testing.T) string {
   "docs": {"llm_short_description": "Files API."},
   "env": [{"name": "FILES_KEY", "label": "Key", "required": true, "secret": true}], "openapi": "openapi.json"}`, nil},
 	}
-	var entries []string
+	files := map[string]string{}
 	for _, c := range conns {
-		files := map[string]string{"connector.json": c.manifest, "openapi.json": browseSpec}
+		files[c.id+"/connector.json"] = c.manifest
+		files[c.id+"/openapi.json"] = browseSpec
 		for k, v := range c.files {
-			files[k] = v
+			files[c.id+"/"+k] = v
 		}
-		for name, content := range files {
-			p := filepath.Join(dir, c.id, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		entries = append(entries, `{"id": "`+c.id+`", "name": "`+c.id+`", "type": "openapi", "scope": "global", "auth": {"type": "x"}, "folder": "`+c.id+`", "files": []}`)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "connectors.json"), []byte(`{"version": 1, "connectors": [`+strings.Join(entries, ",")+`]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := registry.HashCatalog(dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return registrytest.Write(t, files)
 }
 
 type browseEnv struct {

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -186,7 +187,7 @@ func TestRemoteMCP(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		proxy := newCountingProxy(t, upstream, key)
-		cat := buildCatalog(t, map[string]string{"everything": "mcp_remote"}, map[string]string{"everything/connector.json": everythingManifest})
+		cat := registrytest.Load(t, map[string]string{"everything/connector.json": everythingManifest})
 		s := newStack(t, db, cat, &clock{})
 		s.tenant(t, "acme")
 		v, _, err := s.svc.Install(ctx, "acme", "ev", tenants.InstallRequest{ConnectorID: "everything", AuthMode: "apiKey",

@@ -16,8 +16,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,8 +30,8 @@ import (
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/mcp"
-	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -66,31 +64,7 @@ const crmSpec = `{
 
 func loadCRM(t testing.TB) *registry.Catalog {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
-		"crm/connector.json": crmManifest,
-		"crm/openapi.json":   crmSpec,
-		"connectors.json": `{"version": 1, "connectors": [{"id": "crm", "name": "CRM", "type": "openapi", "scope": "global",
-			"auth": {"type": "oauth2"}, "folder": "crm", "files": []}]}`,
-	}
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := registry.HashCatalog(dir); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := registry.LoadCatalog(os.DirFS(dir), openapi.Compile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := cat.Problems(); len(p) > 0 {
-		t.Fatalf("catalog: %v", p)
-	}
-	return cat
+	return registrytest.Load(t, map[string]string{"crm/connector.json": crmManifest, "crm/openapi.json": crmSpec})
 }
 
 // clock is a shared, adjustable clock: tests expire tokens by moving it.

@@ -17,8 +17,8 @@ import (
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
-	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -62,39 +62,8 @@ const plainManifest = `{
   "openapi": "openapi.json", "base_url": "{ENV:API_URL}"
 }`
 
-// buildCatalog writes files (path -> content) and an index of the
-// connectors (id -> type) into a directory, hashes and loads it.
-func buildCatalog(t testing.TB, connectors map[string]string, files map[string]string) *registry.Catalog {
-	t.Helper()
-	dir := t.TempDir()
-	var entries []string
-	for id, typ := range connectors {
-		entries = append(entries, `{"id": "`+id+`", "name": "`+id+`", "type": "`+typ+`", "scope": "global",
-			"auth": {"type": "api_key"}, "folder": "`+id+`", "files": []}`)
-	}
-	files["connectors.json"] = `{"version": 1, "connectors": [` + strings.Join(entries, ",") + `]}`
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := registry.HashCatalog(dir); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := registry.LoadCatalog(os.DirFS(dir), openapi.Compile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := cat.Problems(); len(p) > 0 {
-		t.Fatalf("catalog: %v", p)
-	}
-	return cat
-}
-
 func verifyCatalog(t testing.TB) *registry.Catalog {
-	return buildCatalog(t, map[string]string{"checker": "openapi", "plain": "openapi", "crm": "openapi"}, map[string]string{
+	return registrytest.Load(t, map[string]string{
 		"checker/connector.json": checkerManifest, "checker/openapi.json": crmSpec, "checker/verify.sh": checkerScript,
 		"plain/connector.json": plainManifest, "plain/openapi.json": crmSpec,
 		"crm/connector.json": crmManifest, "crm/openapi.json": crmSpec,

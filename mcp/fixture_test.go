@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,8 +20,8 @@ import (
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/mcp"
-	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -95,37 +93,10 @@ const widgetsSpec = `{
 }
 `
 
-// writeCatalog writes a one-connector catalog into a temporary directory
-// and loads it.
+// loadCatalog loads a catalog of the widgets connector.
 func loadCatalog(t testing.TB) *registry.Catalog {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
-		"widgets/connector.json": widgetsManifest,
-		"widgets/openapi.json":   widgetsSpec,
-		"connectors.json": `{"version": 1, "connectors": [{"id": "widgets", "name": "Widgets", "type": "openapi", "scope": "global",
-			"auth": {"type": "api_key"}, "folder": "widgets", "files": []}]}`,
-	}
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := registry.HashCatalog(dir); err != nil {
-		t.Fatalf("HashCatalog: %v", err)
-	}
-	cat, err := registry.LoadCatalog(os.DirFS(dir), openapi.Compile)
-	if err != nil {
-		t.Fatalf("LoadCatalog: %v", err)
-	}
-	if p := cat.Problems(); len(p) > 0 {
-		t.Fatalf("catalog problems: %v", p)
-	}
-	return cat
+	return registrytest.Load(t, map[string]string{"widgets/connector.json": widgetsManifest, "widgets/openapi.json": widgetsSpec})
 }
 
 // upstream is the vendor API: it answers only requests carrying one of the

@@ -15,8 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +28,7 @@ import (
 	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -56,30 +55,11 @@ func catalogOf(t *testing.T, c *compiled, file string) (*registry.Catalog, *regi
 	if err := json.Unmarshal(pkg.Files[openapi.ManifestFile], &m); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, m.ID), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	files := map[string]string{}
 	for name, b := range pkg.Files {
-		if err := os.WriteFile(filepath.Join(dir, m.ID, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files[m.ID+"/"+name] = string(b)
 	}
-	index := fmt.Sprintf(`{"version": 1, "connectors": [{"id": %q, "name": %q, "type": "openapi", "scope": "global",
-		"auth": {"type": %q}, "folder": %q, "files": []}]}`, m.ID, m.Name, m.Auth.Type, m.ID)
-	if err := os.WriteFile(filepath.Join(dir, registry.IndexName), []byte(index), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := registry.HashCatalog(dir); err != nil {
-		t.Fatalf("HashCatalog: %v", err)
-	}
-	cat, err := registry.LoadCatalog(os.DirFS(dir), openapi.Compile)
-	if err != nil {
-		t.Fatalf("LoadCatalog: %v", err)
-	}
-	if p := cat.Problems(); len(p) > 0 {
-		t.Fatalf("catalog problems: %v", p)
-	}
+	cat := registrytest.Load(t, files)
 	conn, ok := cat.Connector(m.ID)
 	if !ok {
 		t.Fatalf("connector %s not loaded", m.ID)

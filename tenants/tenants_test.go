@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,8 +12,8 @@ import (
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
-	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -59,32 +57,7 @@ const widgetsManifest = `{
 // loads it the way the server does.
 func testCatalog(t *testing.T) *registry.Catalog {
 	t.Helper()
-	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("widgets/connector.json", widgetsManifest)
-	write("widgets/openapi.json", widgetsSpec)
-	write(registry.IndexName, `{"version": 1, "connectors": [{"id": "widgets", "name": "Widgets", "type": "openapi",
-		"scope": "global", "auth": {"type": "api_key"}, "folder": "widgets", "files": []}]}`)
-	if err := registry.HashCatalog(dir); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := registry.LoadCatalog(os.DirFS(dir), openapi.Compile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := cat.Problems(); len(p) > 0 {
-		t.Fatalf("catalog problems: %v", p)
-	}
-	return cat
+	return registrytest.Load(t, map[string]string{"widgets/connector.json": widgetsManifest, "widgets/openapi.json": widgetsSpec})
 }
 
 func newService(t *testing.T, db *database.DB) *tenants.Service {

@@ -21,7 +21,7 @@ import (
 	"github.com/switchboardhq/switchboard/auth/authztest"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/logtest"
-	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/registrytest"
 )
 
 // The oauth connector the replica test installs: one "me" operation.
@@ -43,8 +43,6 @@ var replicaCatalog = map[string]string{
 	"crm/openapi.json": `{"openapi": "3.0.3", "info": {"title": "CRM", "version": "1"},
   "paths": {"/me": {"get": {"operationId": "getMe", "x-entity": "me", "x-action": "get", "summary": "Who am I",
      "responses": {"200": {"description": "ok"}}}}}}`,
-	"connectors.json": `{"version": 1, "connectors": [{"id": "crm", "name": "CRM", "type": "openapi", "scope": "global",
-  "auth": {"type": "oauth2", "provider": "testidp"}, "folder": "crm", "files": []}]}`,
 }
 
 // replica is one `switchboard serve` process.
@@ -106,17 +104,7 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cat := filepath.Join(dir, "catalog")
-	for name, content := range replicaCatalog {
-		p := filepath.Join(cat, filepath.FromSlash(name))
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := registry.HashCatalog(cat); err != nil {
-		t.Fatal(err)
-	}
+	cat := registrytest.Write(t, replicaCatalog)
 	if out, err := exec.Command(bin, "migrate", "--database-url", dsn).CombinedOutput(); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
