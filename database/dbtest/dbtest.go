@@ -5,6 +5,13 @@
 // PostgreSQL is found at SWITCHBOARD_TEST_DATABASE_URL, or at
 // postgres://postgres@127.0.0.1:5432/postgres. When it is unreachable the
 // Postgres half of a test is skipped, except with CI=true, where it fails.
+//
+// StartPostgres gives a test its own PostgreSQL cluster (initdb in a
+// temporary folder, 127.0.0.1 on a free port) that it can Stop and Start to
+// simulate a database outage; see PostgresServer. It needs PostgreSQL's
+// server binaries (initdb, pg_ctl) and, when tests run as root, a "postgres"
+// OS user to run the cluster as. Without the binaries the test is skipped,
+// except with CI=true, where it fails.
 package dbtest
 
 import (
