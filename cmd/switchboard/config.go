@@ -14,14 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboardhq/switchboard/egress"
-	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 )
 
-// config is every setting of switchboard serve and migrate. Each flag has
-// an environment equivalent; a flag given on the command line wins. Secret
-// settings come from the environment only, so they never show in ps.
+// config is every setting of switchboard serve and the commands that open
+// the store. The table in settings.go declares each one (flag,
+// environment variable, default, secret or not); a flag given on the
+// command line wins. Secret settings come from the environment only, so
+// they never show in ps.
 type config struct {
 	Addr        string         `json:"addr"`
 	DataDir     string         `json:"data_dir"`
@@ -65,6 +65,10 @@ type config struct {
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	// DebugAddr, when set, serves the Go profiler there (loopback only).
 	DebugAddr string `json:"debug_addr"`
+
+	// cmd is the command the configuration was read for; it selects the
+	// settings that are validated and printed.
+	cmd command
 }
 
 // Environments.
@@ -103,104 +107,60 @@ func (c *config) keyOptions() secrets.KeyOptions {
 	}
 }
 
-// logValue is the configuration as printed at start: secrets say only
-// whether they are set.
-func (c *config) logValue() slog.Value {
-	set := func(s secrets.Secret) string {
-		if s.IsZero() {
-			return "unset"
-		}
-		return "set"
+// parseConfig reads the settings of command name (serve, migrate, ...):
+// flags (args) over environment variables (getenv) over defaults, and
+// validates the result. It refuses positional arguments.
+func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	c, rest, err := parseCommand(name, args, getenv, stderr, "", nil)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected arguments: %s", strings.Join(rest, " "))
 	}
-	cidrs := make([]string, len(c.AllowUpstreams))
-	for i, p := range c.AllowUpstreams {
-		cidrs[i] = p.String()
-	}
-	store := "embedded sqlite"
-	if !c.embedded() {
-		store = "postgres"
-	}
-	catalog := c.Catalog
-	if catalog == "" {
-		catalog = "built-in"
-	} else if u, err := url.Parse(catalog); err == nil && u.Scheme != "" {
-		// A URL may carry a token in its user info or query.
-		u.User, u.RawQuery, u.Fragment = nil, "", ""
-		catalog = u.String()
-	}
-	return slog.GroupValue(
-		slog.String("addr", c.Addr), slog.String("env", c.Env), slog.String("store", store),
-		slog.String("data_dir", c.DataDir), slog.String("database_url", set(c.DatabaseURL)),
-		slog.String("catalog", catalog), slog.Int("catalog_keys", len(c.CatalogKeys)),
-		slog.String("catalog_refresh", c.CatalogRefresh.String()), slog.String("master_key", set(c.MasterKey)),
-		slog.String("master_key_file", c.keyFile()), slog.String("admin_token", set(c.AdminToken)),
-		slog.Any("allow_upstream_cidrs", cidrs), slog.String("log_level", c.LogLevel),
-		slog.String("public_url", c.PublicURL), slog.String("caller_jwt_issuer", c.CallerJWTIssuer),
-		slog.String("caller_jwt_keys", c.CallerJWTKeys),
-		slog.Any("mcp_allowed_origins", c.MCPAllowedOrigins), slog.Any("mcp_authorization_servers", c.MCPAuthServers),
-		slog.String("mcp_jwks_url", c.MCPJWKSURL), slog.Any("mcp_scopes", c.MCPScopes),
-	)
+	return c, err
 }
 
-// parseConfig reads flags (args) over environment variables (getenv) over
-// defaults, and validates the result.
-func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	envOr := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
-	c := &config{}
+// parseCommand is parseConfig for commands with flags of their own
+// (bound by extra) and positional arguments (returned). about is printed
+// under the usage line of -h.
+func parseCommand(name string, args []string, getenv func(string) string, stderr io.Writer, about string, extra func(fs *flag.FlagSet)) (*config, []string, error) {
+	cmd := commandOf(name)
 	fs := flag.NewFlagSet("switchboard "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Addr, "addr", envOr("SWITCHBOARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHBOARD_ADDR)")
-	fs.StringVar(&c.DataDir, "data-dir", envOr("SWITCHBOARD_DATA_DIR", "./data"), "directory of the embedded store and its key file (SWITCHBOARD_DATA_DIR)")
-	dbURL := fs.String("database-url", getenv("SWITCHBOARD_DATABASE_URL"), "PostgreSQL URL; empty uses the embedded store (SWITCHBOARD_DATABASE_URL)")
-	fs.StringVar(&c.Catalog, "catalog", getenv("SWITCHBOARD_CATALOG"), "connector catalog directory or https:// URL; empty uses the built-in catalog (SWITCHBOARD_CATALOG)")
-	catalogKeys := fs.String("catalog-keys", getenv("SWITCHBOARD_CATALOG_KEYS"), "trusted ed25519 public keys of the catalog index, base64, comma-separated; when set the index must be signed (SWITCHBOARD_CATALOG_KEYS)")
-	catalogRefresh := envOr("SWITCHBOARD_CATALOG_REFRESH", "15m")
-	fs.Func("catalog-refresh", "how often a catalog URL is downloaded again, such as 15m (SWITCHBOARD_CATALOG_REFRESH)", func(v string) error {
-		catalogRefresh = v
-		return nil
-	})
-	fs.StringVar(&c.Env, "env", envOr("SWITCHBOARD_ENV", envDevelopment), "development or production (SWITCHBOARD_ENV)")
-	fs.StringVar(&c.LogLevel, "log-level", envOr("SWITCHBOARD_LOG_LEVEL", "info"), "debug, info, warn or error (SWITCHBOARD_LOG_LEVEL)")
-	fs.StringVar(&c.MasterKeyFile, "master-key-file", getenv("SWITCHBOARD_MASTER_KEY_FILE"), "file holding the base64 master key (SWITCHBOARD_MASTER_KEY_FILE); SWITCHBOARD_MASTER_KEY wins")
-	cidrs := fs.String("allow-upstream-cidrs", getenv("SWITCHBOARD_ALLOW_UPSTREAM_CIDRS"), "comma-separated CIDRs upstream calls may reach although private or loopback (SWITCHBOARD_ALLOW_UPSTREAM_CIDRS)")
-	fs.StringVar(&c.PublicURL, "public-url", getenv("SWITCHBOARD_PUBLIC_URL"), "public base URL of the server, for OAuth redirect URIs; default http://<addr> (SWITCHBOARD_PUBLIC_URL)")
-	fs.StringVar(&c.CallerJWTIssuer, "caller-jwt-issuer", getenv("SWITCHBOARD_CALLER_JWT_ISSUER"), "issuer of platform-signed caller JWTs (SWITCHBOARD_CALLER_JWT_ISSUER)")
-	fs.StringVar(&c.CallerJWTAudience, "caller-jwt-audience", getenv("SWITCHBOARD_CALLER_JWT_AUDIENCE"), "audience of caller JWTs (SWITCHBOARD_CALLER_JWT_AUDIENCE)")
-	fs.StringVar(&c.CallerJWTKeys, "caller-jwt-keys", getenv("SWITCHBOARD_CALLER_JWT_KEYS"), "PEM file of the public keys caller JWTs are signed with (SWITCHBOARD_CALLER_JWT_KEYS)")
-	mcpOrigins := fs.String("mcp-allowed-origins", getenv("SWITCHBOARD_MCP_ALLOWED_ORIGINS"), "comma-separated browser origins allowed to call MCP endpoints besides the public URL's (SWITCHBOARD_MCP_ALLOWED_ORIGINS)")
-	mcpAS := fs.String("mcp-authorization-servers", getenv("SWITCHBOARD_MCP_AUTHORIZATION_SERVERS"), "comma-separated OAuth authorization server (issuer) URLs of MCP authorization (SWITCHBOARD_MCP_AUTHORIZATION_SERVERS)")
-	fs.StringVar(&c.MCPIssuer, "mcp-issuer", getenv("SWITCHBOARD_MCP_ISSUER"), "issuer of MCP access tokens; default the first authorization server (SWITCHBOARD_MCP_ISSUER)")
-	fs.StringVar(&c.MCPJWKSURL, "mcp-jwks-url", getenv("SWITCHBOARD_MCP_JWKS_URL"), "JWKS URL of the MCP access-token issuer (SWITCHBOARD_MCP_JWKS_URL)")
-	mcpScopes := fs.String("mcp-scopes", getenv("SWITCHBOARD_MCP_SCOPES"), "comma-separated scopes MCP access tokens must grant (SWITCHBOARD_MCP_SCOPES)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain requests on shutdown")
-	fs.StringVar(&c.DebugAddr, "debug-addr", getenv("SWITCHBOARD_DEBUG_ADDR"), "loopback host:port serving the Go profiler (net/http/pprof); off when empty (SWITCHBOARD_DEBUG_ADDR)")
+	fill := bindSettings(fs, cmd, getenv)
+	if extra != nil {
+		extra(fs)
+	}
+	fs.Usage = func() {
+		printUsage(fs.Output(), name, cmd, about)
+		if extra != nil {
+			fmt.Fprintf(fs.Output(), "\n%s flags:\n", name)
+			fs.VisitAll(func(f *flag.Flag) {
+				if settingByFlag(f.Name) == nil {
+					fmt.Fprintf(fs.Output(), "  --%s\n        %s\n", f.Name, f.Usage)
+				}
+			})
+		}
+	}
+	if err := refuseSecretFlags(args, cmd); err != nil {
+		return nil, nil, err
+	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	c := &config{}
+	if err := fill(c); err != nil {
+		return nil, nil, err
 	}
-	c.DatabaseURL = secrets.New(*dbURL)
-	c.MasterKey = secrets.New(getenv("SWITCHBOARD_MASTER_KEY"))
-	c.PreviousKeys = secrets.New(getenv("SWITCHBOARD_PREVIOUS_MASTER_KEYS"))
-	c.AdminToken = secrets.New(getenv("SWITCHBOARD_ADMIN_TOKEN"))
-	var err error
-	if c.AllowUpstreams, err = egress.ParseCIDRs(*cidrs); err != nil {
-		return nil, fmt.Errorf("--allow-upstream-cidrs: %w", err)
+	return c, fs.Args(), c.validate()
+}
+
+// settingByFlag returns the setting a flag name belongs to, or nil.
+func settingByFlag(name string) *setting {
+	for i := range settings {
+		if s := &settings[i]; s.flag == name {
+			return s
+		}
 	}
-	c.MCPAllowedOrigins, c.MCPAuthServers, c.MCPScopes = splitList(*mcpOrigins), splitList(*mcpAS), splitList(*mcpScopes)
-	if c.CatalogKeys, err = registry.ParsePublicKeys(*catalogKeys); err != nil {
-		return nil, fmt.Errorf("--catalog-keys: %w", err)
-	}
-	if c.CatalogRefresh, err = time.ParseDuration(catalogRefresh); err != nil {
-		return nil, fmt.Errorf("--catalog-refresh: %w", err)
-	}
-	return c, c.validate()
+	return nil
 }
 
 // splitList splits a comma-separated setting, dropping empty items.
@@ -214,7 +174,36 @@ func splitList(v string) []string {
 	return out
 }
 
+// minProductionAdminToken is the shortest SWITCHBOARD_ADMIN_TOKEN
+// production mode accepts.
+const minProductionAdminToken = 32
+
+// validate checks the settings of the command the configuration was read
+// for and fills derived defaults (the public URL).
 func (c *config) validate() error {
+	var errs []error
+	if c.Env != envDevelopment && c.Env != envProduction {
+		errs = append(errs, fmt.Errorf("--env must be %s or %s, not %q", envDevelopment, envProduction, c.Env))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", c.LogLevel))
+	}
+	if c.DataDir == "" && c.embedded() {
+		errs = append(errs, errors.New("--data-dir is required for the embedded store"))
+	}
+	if c.cmd&cmdKeyed != 0 && c.Env == envProduction && c.MasterKey.IsZero() && c.MasterKeyFile == "" {
+		errs = append(errs, errors.New("production mode needs a master key: set SWITCHBOARD_MASTER_KEY (base64 of 32 random bytes) or --master-key-file"))
+	}
+	if c.cmd == cmdServe {
+		errs = append(errs, c.validateServe()...)
+	}
+	return errors.Join(errs...)
+}
+
+// validateServe checks the settings only serve reads.
+func (c *config) validateServe() []error {
 	var errs []error
 	for _, o := range c.MCPAllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
@@ -237,27 +226,17 @@ func (c *config) validate() error {
 	if jwtSet := []bool{c.CallerJWTIssuer != "", c.CallerJWTAudience != "", c.CallerJWTKeys != ""}; jwtSet[0] != jwtSet[1] || jwtSet[1] != jwtSet[2] {
 		errs = append(errs, errors.New("caller JWTs need all of --caller-jwt-issuer, --caller-jwt-audience and --caller-jwt-keys"))
 	}
-	if c.Env != envDevelopment && c.Env != envProduction {
-		errs = append(errs, fmt.Errorf("--env must be %s or %s, not %q", envDevelopment, envProduction, c.Env))
-	}
 	if _, err := netip.ParseAddrPort(c.Addr); err != nil && !strings.HasPrefix(c.Addr, ":") {
 		if _, _, herr := net.SplitHostPort(c.Addr); herr != nil {
 			errs = append(errs, fmt.Errorf("--addr %q is not host:port", c.Addr))
 		}
 	}
-	if c.DataDir == "" && c.embedded() {
-		errs = append(errs, errors.New("--data-dir is required for the embedded store"))
-	}
-	if c.Env == envProduction && c.MasterKey.IsZero() && c.MasterKeyFile == "" {
-		errs = append(errs, errors.New("production mode needs a master key: set SWITCHBOARD_MASTER_KEY (base64 of 32 random bytes) or --master-key-file"))
-	}
-	if c.Env == envProduction && c.AdminToken.IsZero() {
-		errs = append(errs, errors.New("production mode needs SWITCHBOARD_ADMIN_TOKEN"))
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", c.LogLevel))
+	if c.Env == envProduction {
+		if c.AdminToken.IsZero() {
+			errs = append(errs, errors.New("production mode needs SWITCHBOARD_ADMIN_TOKEN"))
+		} else if n := len(c.AdminToken.Reveal()); n < minProductionAdminToken {
+			errs = append(errs, fmt.Errorf("production mode needs a SWITCHBOARD_ADMIN_TOKEN of at least %d characters, not %d (openssl rand -base64 32)", minProductionAdminToken, n))
+		}
 	}
 	if strings.Contains(c.Catalog, "://") && !strings.HasPrefix(c.Catalog, "https://") {
 		errs = append(errs, fmt.Errorf("--catalog must be a directory or an https:// URL"))
@@ -268,7 +247,7 @@ func (c *config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func (c *config) slogLevel() slog.Level {

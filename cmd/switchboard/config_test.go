@@ -64,8 +64,9 @@ func TestParseConfigRejects(t *testing.T) {
 func TestConfigLogHidesSecrets(t *testing.T) {
 	t.Parallel()
 	const canary = "canary-config-9d2b"
-	c, err := parseConfig("serve", []string{"--database-url", "postgres://u:" + canary + "@127.0.0.1/db"}, envMap(map[string]string{
-		"SWITCHBOARD_ADMIN_TOKEN": canary, "SWITCHBOARD_MASTER_KEY": canary,
+	c, err := parseConfig("serve", nil, envMap(map[string]string{
+		"SWITCHBOARD_DATABASE_URL": "postgres://u:" + canary + "@127.0.0.1/db",
+		"SWITCHBOARD_ADMIN_TOKEN":  canary, "SWITCHBOARD_MASTER_KEY": canary,
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)

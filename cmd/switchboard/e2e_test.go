@@ -185,7 +185,7 @@ func TestEndToEnd(t *testing.T) {
 		"postgres": func(t *testing.T) string {
 			url := dbtest.PostgresURL(t)
 			var out bytes.Buffer
-			if err := run(context.Background(), []string{"migrate", "--database-url", url}, func(string) string { return "" }, &out, &out); err != nil {
+			if err := run(context.Background(), []string{"migrate"}, envMap(map[string]string{"SWITCHBOARD_DATABASE_URL": url}), &out, &out); err != nil {
 				t.Fatalf("switchboard migrate: %v\n%s", err, out.String())
 			}
 			return url

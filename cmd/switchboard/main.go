@@ -1,7 +1,8 @@
 // Command switchboard runs the Switchboard server and its tools.
 //
-//	switchboard serve     run the server (embedded store unless --database-url)
-//	switchboard migrate   apply database migrations
+//	switchboard serve       run the server (embedded store unless SWITCHBOARD_DATABASE_URL)
+//	switchboard migrate     apply database migrations
+//	switchboard connector   generate, lint, index, hash, sign and verify connector packages
 //
 // Every flag has an environment equivalent; run a command with -h for them.
 package main
@@ -21,19 +22,26 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "switchboard:", err)
-		}
-		os.Exit(1)
+	os.Exit(exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode is the process status for run's error: 0 for none and for -h
+// (asking for help is not a failure), else 1 after printing the error.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	}
+	fmt.Fprintln(stderr, "switchboard:", err)
+	return 1
 }
 
 const usage = `usage: switchboard <command> [flags]
 
 commands:
-  serve     run the server (embedded SQLite store unless --database-url is set)
-  migrate   apply database migrations and exit
+  serve       run the server (embedded SQLite store unless SWITCHBOARD_DATABASE_URL is set)
+  migrate     apply database migrations and exit
+  connector   generate, lint, index, hash, sign and verify connector packages
 
 Run "switchboard <command> -h" for the command's flags.
 `

@@ -105,7 +105,9 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cat := registrytest.Write(t, replicaCatalog)
-	if out, err := exec.Command(bin, "migrate", "--database-url", dsn).CombinedOutput(); err != nil {
+	migrateCmd := exec.Command(bin, "migrate")
+	migrateCmd.Env = append(os.Environ(), "SWITCHBOARD_DATABASE_URL="+dsn)
+	if out, err := migrateCmd.CombinedOutput(); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 
@@ -125,8 +127,8 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 	defer upstream.Close()
 
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
-	env := append(os.Environ(), "SWITCHBOARD_MASTER_KEY="+key, "SWITCHBOARD_ADMIN_TOKEN="+operatorToken)
-	common := []string{"--database-url", dsn, "--catalog", cat, "--allow-upstream-cidrs", "127.0.0.1/32", "--data-dir", dir}
+	env := append(os.Environ(), "SWITCHBOARD_MASTER_KEY="+key, "SWITCHBOARD_ADMIN_TOKEN="+operatorToken, "SWITCHBOARD_DATABASE_URL="+dsn)
+	common := []string{"--catalog", cat, "--allow-upstream-cidrs", "127.0.0.1/32", "--data-dir", dir}
 	a := startReplica(t, bin, env, common...)
 	b := startReplica(t, bin, env, common...)
 
