@@ -1,11 +1,14 @@
-// Package gateway is the agent call path shared by the MCP endpoint and App
-// mode: authenticate the caller, resolve the app instance, validateAgent,
-// buildAppAuth, dispatch the operation upstream.
+// Package gateway is the agent call path shared by the MCP endpoint, App
+// mode and the OAuth connect pages: resolve the app instance, authenticate
+// the caller, validateAgent, buildAppAuth, dispatch the operation upstream
+// (through registry, or registry/mcpremote for hosted MCP servers), audit.
+// It serves no HTTP itself.
 //
 // Instances (with their connector) and, once a call has passed
 // validateAgent, their decrypted field values are cached in memory and
-// dropped when tenants.Service reports a change, so that a warm call costs
-// no database round trip.
+// dropped on Invalidate, which the server assembly subscribes to
+// tenants.Service's changes, so that a warm call costs no database round
+// trip.
 package gateway
 
 import (
@@ -23,21 +26,21 @@ import (
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/mcpremote"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // Config wires a Gateway.
 type Config struct {
-	Tenants    *tenants.Service
-	Catalog    *registry.Catalog
+	Tenants *tenants.Service
+	Catalog *registry.Catalog
+	// Callers authenticates callers; nil uses auth.NewCallers on the
+	// tenants' store. The assembly subscribes it to tenant changes.
 	Callers    *auth.Callers
 	AppAuth    *auth.AppAuth
 	Dispatcher *registry.Dispatcher
 	Logger     *slog.Logger
-	// OAuth serves the OAuth flow routes (connect, callback, status,
-	// disconnect); nil serves none.
-	OAuth *auth.OAuth
 	// Audit receives one entry per call; nil records nothing.
 	Audit audit.Recorder
 	// RemoteClient reaches the hosted MCP servers of mcp_remote
@@ -45,10 +48,6 @@ type Config struct {
 	// redirects). Nil uses Dispatcher.Client, else a default egress
 	// client that reaches public addresses only.
 	RemoteClient *http.Client
-	// VerifyDir is the private directory under which verification
-	// commands get their temporary copy of the connector's files (such as
-	// <data dir>/verify). Empty uses the system's temporary directory.
-	VerifyDir string
 }
 
 // Gateway resolves, authorizes and dispatches agent calls.
@@ -61,10 +60,8 @@ type Gateway struct {
 	appAuth    *auth.AppAuth
 	dispatcher *registry.Dispatcher
 	logger     *slog.Logger
-	oauth      *auth.OAuth
 	audit      audit.Recorder
 	remote     *http.Client
-	verifyDir  string
 
 	mu      sync.RWMutex
 	targets map[targetKey]*Target
@@ -75,8 +72,9 @@ type Gateway struct {
 
 type targetKey struct{ tenant, instance string }
 
-// New returns a gateway, subscribes its caches (and the callers') to the
-// tenant service's changes, and makes itself the service's Verifier.
+// New returns a gateway. It registers nothing on the tenant service: the
+// assembly subscribes Invalidate (and the callers' Invalidate) to its
+// changes.
 func New(cfg Config) *Gateway {
 	logger := cfg.Logger
 	if logger == nil {
@@ -111,20 +109,18 @@ func New(cfg Config) *Gateway {
 		appAuth:    appAuth,
 		dispatcher: dispatcher,
 		logger:     logger,
-		oauth:      cfg.OAuth,
 		audit:      cfg.Audit,
 		remote:     remote,
-		verifyDir:  cfg.VerifyDir,
 		targets:    map[targetKey]*Target{},
 	}
-	cfg.Tenants.SetVerifier(g)
-	cfg.Tenants.Subscribe(g.invalidate)
-	cfg.Tenants.Subscribe(callers.Invalidate)
 	return g
 }
 
 // Logger returns the gateway's logger.
 func (g *Gateway) Logger() *slog.Logger { return g.logger }
+
+// Callers returns the gateway's caller authentication.
+func (g *Gateway) Callers() *auth.Callers { return g.callers }
 
 // Target is a resolved app instance: its tenant, the instance, and the
 // connector it installs. Its field values are loaded on first use by Call,
@@ -141,7 +137,7 @@ type Target struct {
 	names     map[*registry.Operation][2]string
 
 	// remote is the connection to the hosted MCP server (mcp_remote).
-	remote remoteConn
+	remote mcpremote.Conn
 }
 
 // toolAction returns the entity (tool) and action names of op, for audit
@@ -210,7 +206,7 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"the connector %s of this app instance is not in the catalog", in.ConnectorID)
 	}
-	if conn.API == nil && !IsRemote(conn) {
+	if conn.API == nil && !mcpremote.Is(conn) {
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"connectors of type %s are not served yet", conn.Manifest.Type)
 	}
@@ -223,9 +219,10 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 	return t, nil
 }
 
-// invalidate drops the cached targets a change makes stale: the changed
+// Invalidate drops the cached targets a change makes stale: the changed
 // instance, or every instance of the tenant for a tenant-wide change.
-func (g *Gateway) invalidate(ch tenants.Change) {
+// Subscribe it to tenants.Service.
+func (g *Gateway) Invalidate(ch tenants.Change) {
 	if ch.Caller != "" && ch.Instance == "" && !ch.All {
 		return // caller changes are the Callers' business
 	}
@@ -253,7 +250,7 @@ func (g *Gateway) invalidate(ch tenants.Change) {
 	}
 	g.mu.Unlock()
 	for _, t := range dropped {
-		t.remote.close()
+		t.remote.Close()
 	}
 }
 
@@ -263,7 +260,7 @@ func (g *Gateway) invalidate(ch tenants.Change) {
 // agent not on the instance's allowlist is ErrForbidden
 // "agent_not_allowed".
 func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string) (*auth.Principal, *Target, error) {
-	p, err := g.callers.Authenticate(ctx, r, tenantSlug)
+	p, err := g.Authenticate(ctx, r, tenantSlug)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -275,6 +272,12 @@ func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, in
 		return nil, nil, err
 	}
 	return p, t, nil
+}
+
+// Authenticate authenticates the request's caller for tenantSlug: the
+// principal, with no instance resolved and no allowlist checked.
+func (g *Gateway) Authenticate(ctx context.Context, r *http.Request, tenantSlug string) (*auth.Principal, error) {
+	return g.callers.Authenticate(ctx, r, tenantSlug)
 }
 
 // validateAgent fails closed: the call must name an agent, and the agent
@@ -309,6 +312,22 @@ func (g *Gateway) credentials(ctx context.Context, t *Target) (*credentials, err
 	c := newCredentials(t.Connector, fields)
 	t.creds.Store(c)
 	return c, nil
+}
+
+// ModeInput returns what buildAppAuth and the OAuth flows need for the
+// instance t acting as p: its tenant, instance, manifest and decrypted
+// field values. p may be nil (a flow's callback has no caller).
+func (g *Gateway) ModeInput(ctx context.Context, t *Target, p *auth.Principal) (auth.ModeInput, error) {
+	c, err := g.credentials(ctx, t)
+	if err != nil {
+		return auth.ModeInput{}, err
+	}
+	return modeInput(t, c, p), nil
+}
+
+// modeInput is the auth.ModeInput of t with the credentials c as p.
+func modeInput(t *Target, c *credentials, p *auth.Principal) auth.ModeInput {
+	return auth.ModeInput{Tenant: t.Instance.TenantID, Instance: t.Instance, Manifest: &t.Connector.Manifest, Fields: c.fields, Principal: p}
 }
 
 // newCredentials returns the credentials of an instance of conn with the
@@ -369,13 +388,7 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 			"the app instance has no base URL: set the connector's URL field")
 	}
 	for attempt := 0; ; attempt++ {
-		applier, err := g.appAuth.Build(ctx, auth.ModeInput{
-			Tenant:    t.Instance.TenantID,
-			Instance:  t.Instance,
-			Manifest:  &t.Connector.Manifest,
-			Fields:    c.fields,
-			Principal: p,
-		})
+		applier, err := g.buildAppAuth(ctx, t, c, p)
 		if err != nil {
 			return nil, err
 		}
@@ -390,6 +403,12 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		}
 		return resp, err
 	}
+}
+
+// buildAppAuth resolves the instance's auth mode into the upstream
+// credentials of p (p's subject for per-user modes).
+func (g *Gateway) buildAppAuth(ctx context.Context, t *Target, c *credentials, p *auth.Principal) (registry.Applier, error) {
+	return g.appAuth.Build(ctx, modeInput(t, c, p))
 }
 
 // scrub removes the instance's secret field values from an upstream error

@@ -22,9 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/appmode"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/auth/authztest"
+	"github.com/switchboardhq/switchboard/connectflow"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
@@ -34,6 +36,7 @@ import (
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
+	"github.com/switchboardhq/switchboard/verify"
 )
 
 const crmManifest = `{
@@ -171,12 +174,17 @@ func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) 
 	astore := audit.NewStore(db)
 	aw := audit.NewWriter(astore, audit.WriterOptions{Logger: logger, Interval: 20 * time.Millisecond})
 	t.Cleanup(func() { aw.Close(context.Background()) })
-	gw := gateway.New(gateway.Config{Tenants: svc, Catalog: cat, Callers: auth.NewCallers(store), AppAuth: appAuth,
-		Dispatcher: &registry.Dispatcher{Client: client}, Logger: logger, OAuth: o, Audit: aw})
+	callers := auth.NewCallers(store)
+	gw := gateway.New(gateway.Config{Tenants: svc, Catalog: cat, Callers: callers, AppAuth: appAuth,
+		Dispatcher: &registry.Dispatcher{Client: client}, Logger: logger, Audit: aw})
+	svc.Subscribe(gw.Invalidate)
+	svc.Subscribe(callers.Invalidate)
+	svc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger}))
+	flows := connectflow.NewHandler(connectflow.Config{Gateway: gw, OAuth: o, Logger: logger})
 	mux := http.NewServeMux()
-	mux.Handle("/workspaces/{tenant}/apps/", gw.AppHandler())
-	mux.Handle(gateway.OAuthPattern, gw.OAuthHandler())
-	mux.Handle(auth.CentralCallbackPath, gw.CallbackHandler())
+	mux.Handle("/workspaces/{tenant}/apps/", appmode.NewHandler(gw, logger))
+	mux.Handle(connectflow.Pattern, flows)
+	mux.Handle(auth.CentralCallbackPath, flows)
 	mux.Handle("/workspaces/", mcp.NewHandler(gw, mcp.Options{Logger: logger}))
 	h = mux
 	return &stack{db: db, svc: svc, gw: gw, oauth: o, prov: prov, audit: aw, astore: astore, srv: srv, logs: logs, bodies: &logtest.Buffer{}}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/switchboardhq/switchboard/appmode"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/egress"
@@ -24,6 +25,7 @@ import (
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
+	"github.com/switchboardhq/switchboard/verify"
 )
 
 const widgetsManifest = `{
@@ -214,8 +216,11 @@ func newStack(t testing.TB, db *database.DB) *stack {
 		Dispatcher: &registry.Dispatcher{Client: client},
 		Logger:     logger,
 	})
+	svc.Subscribe(gw.Invalidate)
+	svc.Subscribe(gw.Callers().Invalidate)
+	svc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger}))
 	mux := http.NewServeMux()
-	mux.Handle("/workspaces/{tenant}/apps/", gw.AppHandler())
+	mux.Handle("/workspaces/{tenant}/apps/", appmode.NewHandler(gw, logger))
 	mux.Handle("/workspaces/", mcp.NewHandler(gw, mcp.Options{Logger: logger}))
 	// As the server's request logging does, set the request id on the
 	// response before the handlers run.

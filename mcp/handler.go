@@ -36,6 +36,7 @@ import (
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/mcpremote"
 )
 
 // Options configures the MCP endpoint.
@@ -480,7 +481,7 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	})
 	s.AddReceivingMiddleware(resourceNotFound)
 	cs := &connServer{key: key, impl: impl, srv: s, handlers: map[string]sdk.ToolHandler{}}
-	if gateway.IsRemote(conn) {
+	if mcpremote.Is(conn) {
 		// A hosted MCP server's tools are its instance's: forwarded.
 		s.AddReceivingMiddleware(h.remoteTools)
 		return cs

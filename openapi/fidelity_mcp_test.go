@@ -31,6 +31,7 @@ import (
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
+	"github.com/switchboardhq/switchboard/verify"
 )
 
 // agentHeaders authenticates the MCP client as an agent platform.
@@ -105,6 +106,9 @@ func mcpSession(t *testing.T, cat *registry.Catalog, conn *registry.Connector, u
 		Tenants: svc, Catalog: cat, Callers: auth.NewCallers(store), AppAuth: auth.NewAppAuth(), Logger: logger,
 		Dispatcher: &registry.Dispatcher{Client: egress.NewClient(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})},
 	})
+	svc.Subscribe(gw.Invalidate)
+	svc.Subscribe(gw.Callers().Invalidate)
+	svc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger}))
 	srv := httptest.NewServer(mcp.NewHandler(gw, mcp.Options{Logger: logger}))
 	t.Cleanup(srv.Close)
 	client := sdk.NewClient(&sdk.Implementation{Name: "fidelity-agent", Version: "1"}, nil)

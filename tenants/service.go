@@ -59,7 +59,7 @@ func NewService(store *Store, catalog Catalog) *Service {
 }
 
 // Verifier runs a connector's verification (verify before save) with a
-// candidate configuration; *gateway.Gateway is one. It reports the outcome
+// candidate configuration; *verify.Verifier is one. It reports the outcome
 // with its message and details already redacted; an error means the
 // verification could not run, and fails the install like a failed one.
 type Verifier interface {

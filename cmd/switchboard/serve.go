@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/api"
+	"github.com/switchboardhq/switchboard/appmode"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/catalog"
+	"github.com/switchboardhq/switchboard/connectflow"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
@@ -26,6 +28,7 @@ import (
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
+	"github.com/switchboardhq/switchboard/verify"
 )
 
 // app is a wired server: everything serve needs, built once at start.
@@ -134,13 +137,14 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 		AppAuth:    appAuth,
 		Dispatcher: &registry.Dispatcher{Client: client},
 		Logger:     logger,
-		OAuth:      oauth,
 		Audit:      a.audit,
 		// Hosted MCP servers (mcp_remote) are reached through the same
 		// egress policy as every upstream.
 		RemoteClient: client,
-		VerifyDir:    filepath.Join(cfg.DataDir, "verify"),
 	})
+	tenantSvc.Subscribe(gw.Invalidate)
+	tenantSvc.Subscribe(callers.Invalidate)
+	tenantSvc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger, Dir: filepath.Join(cfg.DataDir, "verify")}))
 	admin := api.New(api.Config{
 		Tenants:   tenantSvc,
 		Operators: operators,
@@ -152,8 +156,9 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 		Tester:    gw,
 	})
 	agents := http.NewServeMux()
-	agents.Handle("/workspaces/{tenant}/apps/", gw.AppHandler())
-	agents.Handle(gateway.OAuthPattern, gw.OAuthHandler())
+	agents.Handle("/workspaces/{tenant}/apps/", appmode.NewHandler(gw, logger))
+	flows := connectflow.NewHandler(connectflow.Config{Gateway: gw, OAuth: oauth, Logger: logger})
+	agents.Handle(connectflow.Pattern, flows)
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
 		mcpOpts.Authorization = &mcp.Authorization{
@@ -164,7 +169,7 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 	root := http.NewServeMux()
 	root.Handle("/workspaces/", agents)
 	root.Handle(mcp.WellKnownPrefix+"/", mcp.ProtectedResourceHandler(mcpOpts))
-	root.Handle(auth.CentralCallbackPath, gw.CallbackHandler())
+	root.Handle(auth.CentralCallbackPath, flows)
 	root.Handle("/", admin.Handler())
 	a.handler = api.RequestLog(logger, root)
 	ok = true

@@ -1,4 +1,11 @@
-package gateway
+// Package mcpremote is the upstream dispatcher of connectors of type
+// mcp_remote: an instance proxies a hosted MCP server. Its URL and headers
+// come from the manifest's mcp_config with the instance's fields
+// substituted; the server is reached with the official SDK's client over
+// Streamable HTTP through an egress client. One client session per
+// instance is kept in its Conn, closed when the instance changes; the
+// remote tool list is cached with it for ToolsTTL.
+package mcpremote
 
 import (
 	"context"
@@ -14,89 +21,84 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboardhq/switchboard"
-	"github.com/switchboardhq/switchboard/audit"
-	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 )
 
-// Remote MCP connectors (type mcp_remote): an instance proxies a hosted
-// MCP server. Its URL and headers come from the manifest's mcp_config with
-// the instance's fields substituted; the server is reached with the
-// official SDK's client over Streamable HTTP through the gateway's egress
-// client. One client session per instance is kept on its Target and
-// closed when the instance changes; the remote tool list is cached with
-// it for RemoteToolsTTL.
+// ToolsTTL is how long a remote server's tool list is served from the
+// cache before it is asked again.
+const ToolsTTL = 5 * time.Minute
 
-// RemoteToolsTTL is how long a remote server's tool list is served from
-// the cache before it is asked again.
-const RemoteToolsTTL = 5 * time.Minute
+// maxTools bounds the tools taken from a remote server.
+const maxTools = 1000
 
-// maxRemoteTools bounds the tools taken from a remote server.
-const maxRemoteTools = 1000
-
-// IsRemote reports whether conn proxies a hosted MCP server.
-func IsRemote(conn *registry.Connector) bool {
+// Is reports whether conn proxies a hosted MCP server.
+func Is(conn *registry.Connector) bool {
 	return conn != nil && conn.Manifest.Type == registry.TypeMCPRemote
 }
 
-// remoteConn is a Target's connection to its hosted MCP server.
-type remoteConn struct {
+// Upstream is what a Conn needs to reach its hosted server: the
+// connector's manifest (mcp_config), the instance's field values, and the
+// HTTP client, which must be an egress client (dial guard, timeouts, no
+// redirects).
+type Upstream struct {
+	Manifest *registry.Manifest
+	Fields   map[string]secrets.Secret
+	Client   *http.Client
+}
+
+// Conn is one app instance's connection to its hosted MCP server. The
+// zero value is ready to use; Close it when the instance changes.
+type Conn struct {
 	mu      sync.Mutex
 	closed  bool
 	session *sdk.ClientSession
 	tools   []*sdk.Tool
 	toolsAt time.Time
-	// secrets are the values to scrub from remote error messages.
-	scrubber *redactor
+	// redactor scrubs the instance's secret values from remote error
+	// messages.
+	redactor *registry.Redactor
 }
 
-// close ends the session; the Target is no longer used.
-func (r *remoteConn) close() {
-	r.mu.Lock()
-	s := r.session
-	r.session, r.tools, r.closed = nil, nil, true
-	r.mu.Unlock()
+// Close ends the session; the Conn is no longer used.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	s := c.session
+	c.session, c.tools, c.closed = nil, nil, true
+	c.mu.Unlock()
 	if s != nil {
 		go s.Close()
 	}
 }
 
 // drop forgets a session that failed, so that the next call reconnects.
-func (r *remoteConn) drop(s *sdk.ClientSession) {
-	r.mu.Lock()
-	if r.session == s {
-		r.session, r.tools = nil, nil
+func (c *Conn) drop(s *sdk.ClientSession) {
+	c.mu.Lock()
+	if c.session == s {
+		c.session, c.tools = nil, nil
 	}
-	r.mu.Unlock()
+	c.mu.Unlock()
 	go s.Close()
 }
 
-// RemoteTools returns the tools of an mcp_remote instance's hosted server
-// for p, after validateAgent; the list is cached per instance.
-func (g *Gateway) RemoteTools(ctx context.Context, t *Target, p *auth.Principal) ([]*sdk.Tool, error) {
-	if err := validateAgent(p, t); err != nil {
-		return nil, err
-	}
-	if !IsRemote(t.Connector) {
-		return nil, errNotRemote
-	}
-	r := &t.remote
-	r.mu.Lock()
-	if r.tools != nil && time.Since(r.toolsAt) < RemoteToolsTTL {
-		tools := r.tools
-		r.mu.Unlock()
+// Tools returns the hosted server's tools; the list is cached for
+// ToolsTTL. A failure is a secret-free *registry.UpstreamError.
+func (c *Conn) Tools(ctx context.Context, u Upstream) ([]*sdk.Tool, error) {
+	c.mu.Lock()
+	if c.tools != nil && time.Since(c.toolsAt) < ToolsTTL {
+		tools := c.tools
+		c.mu.Unlock()
 		return tools, nil
 	}
-	r.mu.Unlock()
+	c.mu.Unlock()
 	var tools []*sdk.Tool
-	err := g.withSession(ctx, t, func(ctx context.Context, s *sdk.ClientSession) error {
+	err := c.withSession(ctx, u, func(ctx context.Context, s *sdk.ClientSession) error {
 		tools = tools[:0]
 		for tool, err := range s.Tools(ctx, nil) {
 			if err != nil {
 				return err
 			}
-			if len(tools) == maxRemoteTools {
+			if len(tools) == maxTools {
 				break
 			}
 			tools = append(tools, tool)
@@ -109,45 +111,19 @@ func (g *Gateway) RemoteTools(ctx context.Context, t *Target, p *auth.Principal)
 	if tools == nil {
 		tools = []*sdk.Tool{}
 	}
-	r.mu.Lock()
-	if !r.closed {
-		r.tools, r.toolsAt = tools, time.Now()
+	c.mu.Lock()
+	if !c.closed {
+		c.tools, c.toolsAt = tools, time.Now()
 	}
-	r.mu.Unlock()
+	c.mu.Unlock()
 	return tools, nil
 }
 
-// CallRemote forwards a tools/call to an mcp_remote instance's hosted
-// server for p, after validateAgent, and audits it. The remote result
-// (isError included) is returned as the server gave it; a failure to
-// reach or a refusal by the server is a *registry.UpstreamError.
-func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, name string, args json.RawMessage) (*sdk.CallToolResult, error) {
-	start := time.Now()
-	res, status, err := g.callRemote(ctx, t, p, name, args)
-	if g.audit != nil && p != nil && t != nil {
-		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
-			Actor: p.UserID, Subject: p.Subject(), Tool: name, Action: "call", Outcome: "ok", Status: status,
-			LatencyUs: time.Since(start).Microseconds()}
-		if p.Caller != nil {
-			e.Caller = string(p.Caller.ID)
-		}
-		if err != nil {
-			e.Outcome = Detail(err).Code
-		} else if res.IsError {
-			e.Outcome = "tool_error"
-		}
-		g.audit.Record(e)
-	}
-	return res, err
-}
-
-func (g *Gateway) callRemote(ctx context.Context, t *Target, p *auth.Principal, name string, args json.RawMessage) (*sdk.CallToolResult, int, error) {
-	if err := validateAgent(p, t); err != nil {
-		return nil, 0, err
-	}
-	if !IsRemote(t.Connector) {
-		return nil, 0, errNotRemote
-	}
+// Call forwards a tools/call to the hosted server and returns its result
+// (isError included) as the server gave it, and the HTTP status it
+// answered with. A failure to reach or a refusal by the server is a
+// secret-free *registry.UpstreamError.
+func (c *Conn) Call(ctx context.Context, u Upstream, name string, args json.RawMessage) (*sdk.CallToolResult, int, error) {
 	params := &sdk.CallToolParams{Name: name}
 	if len(args) > 0 && string(args) != "null" {
 		params.Arguments = args
@@ -156,7 +132,7 @@ func (g *Gateway) callRemote(ctx context.Context, t *Target, p *auth.Principal, 
 		res    *sdk.CallToolResult
 		status int
 	)
-	err := g.withSession(ctx, t, func(ctx context.Context, s *sdk.ClientSession) error {
+	err := c.withSession(ctx, u, func(ctx context.Context, s *sdk.ClientSession) error {
 		var err error
 		res, err = s.CallTool(ctx, params)
 		return err
@@ -180,9 +156,9 @@ func (g *Gateway) callRemote(ctx context.Context, t *Target, p *auth.Principal, 
 // there is none. When fn fails in transport (not with a JSON-RPC error of
 // the server), the session is dropped and fn retried once on a new one.
 // Errors are classified into *registry.UpstreamError, secret-free.
-func (g *Gateway) withSession(ctx context.Context, t *Target, fn func(context.Context, *sdk.ClientSession) error) error {
+func (c *Conn) withSession(ctx context.Context, u Upstream, fn func(context.Context, *sdk.ClientSession) error) error {
 	for attempt := 0; ; attempt++ {
-		s, fresh, err := g.remoteSession(ctx, t)
+		s, fresh, err := c.connect(ctx, u)
 		if err != nil {
 			return err
 		}
@@ -194,59 +170,54 @@ func (g *Gateway) withSession(ctx context.Context, t *Target, fn func(context.Co
 		err = withStatus(err, rec.get())
 		var je *jsonrpc.Error
 		if !errors.As(err, &je) && ctx.Err() == nil {
-			t.remote.drop(s)
+			c.drop(s)
 			if attempt == 0 && !fresh {
 				continue
 			}
 		}
-		return g.remoteError(t, err)
+		return c.classify(err)
 	}
 }
 
-// remoteSession returns the instance's session, connecting when there is
-// none; fresh reports a new one.
-func (g *Gateway) remoteSession(ctx context.Context, t *Target) (*sdk.ClientSession, bool, error) {
-	r := &t.remote
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.session != nil {
-		return r.session, false, nil
+// connect returns the instance's session, connecting when there is none;
+// fresh reports a new one.
+func (c *Conn) connect(ctx context.Context, u Upstream) (*sdk.ClientSession, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != nil {
+		return c.session, false, nil
 	}
-	if r.closed {
+	if c.closed {
 		return nil, false, switchboard.E(switchboard.ErrUnavailable, "upstream_unavailable",
 			"the app instance changed while it was being called; call again")
 	}
-	c, err := g.credentials(ctx, t)
-	if err != nil {
-		return nil, false, err
-	}
-	m := &t.Connector.Manifest
-	r.scrubber = newRedactor(m, c.fields)
+	m := u.Manifest
+	c.redactor = registry.NewRedactor(m, u.Fields)
 	cfg := m.MCPConfig
 	if cfg == nil || cfg.URL == "" {
 		return nil, false, switchboard.E(switchboard.ErrInvalid, "invalid_config", "connector %s declares no mcp_config.url", m.ID)
 	}
-	endpoint := registry.Expand(cfg.URL, m, c.fields)
-	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+	endpoint := registry.Expand(cfg.URL, m, u.Fields)
+	if eu, err := url.Parse(endpoint); err != nil || (eu.Scheme != "https" && eu.Scheme != "http") || eu.Host == "" || eu.User != nil {
 		return nil, false, switchboard.E(switchboard.ErrInvalid, "invalid_config",
 			"the app instance's MCP server URL is not an http(s) URL; check the connector's URL field")
 	}
 	headers := make(map[string]secrets.Secret, len(cfg.Headers))
 	for k, v := range cfg.Headers {
-		val := registry.Expand(v, m, c.fields)
+		val := registry.Expand(v, m, u.Fields)
 		if !validHeaderName(k) || strings.ContainsAny(val, "\r\n\x00") {
 			return nil, false, switchboard.E(switchboard.ErrInvalid, "invalid_config",
 				"the app instance's MCP header %s cannot be sent; check the connector's fields", truncate(k, 40))
 		}
 		headers[http.CanonicalHeaderKey(k)] = secrets.New(val)
 	}
-	base := g.remote.Transport
+	base := u.Client.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	hc := &http.Client{
 		Transport: &headerTransport{base: base, headers: headers},
-		Timeout:   g.remote.Timeout,
+		Timeout:   u.Client.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -258,15 +229,22 @@ func (g *Gateway) remoteSession(ctx context.Context, t *Target) (*sdk.ClientSess
 	defer cancel()
 	s, err := client.Connect(cctx, transport, nil)
 	if err != nil {
-		return nil, false, g.remoteError(t, withStatus(err, rec.get()))
+		return nil, false, c.classifyLocked(withStatus(err, rec.get()))
 	}
-	r.session = s
+	c.session = s
 	return s, true, nil
 }
 
-// remoteError classifies a failure of the hosted server into a
-// secret-free *registry.UpstreamError.
-func (g *Gateway) remoteError(t *Target, err error) error {
+// classify classifies a failure of the hosted server into a secret-free
+// *registry.UpstreamError.
+func (c *Conn) classify(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.classifyLocked(err)
+}
+
+// classifyLocked is classify with c.mu held.
+func (c *Conn) classifyLocked(err error) error {
 	if _, ok := switchboard.AsError(err); ok {
 		return err
 	}
@@ -290,11 +268,9 @@ func (g *Gateway) remoteError(t *Target, err error) error {
 		return &registry.UpstreamError{Code: "rate_limited", Status: status, Message: "the hosted MCP server is rate limiting; retry later"}
 	case errors.As(err, &je):
 		msg := je.Message
-		t.remote.mu.Lock()
-		if r := t.remote.scrubber; r != nil {
-			msg = r.string(msg)
+		if r := c.redactor; r != nil {
+			msg = r.String(msg)
 		}
-		t.remote.mu.Unlock()
 		if len(msg) > 200 {
 			msg = msg[:200] + "…"
 		}
@@ -304,8 +280,6 @@ func (g *Gateway) remoteError(t *Target, err error) error {
 	return &registry.UpstreamError{Code: "upstream_unavailable", Status: status,
 		Message: "the hosted MCP server could not be reached or did not answer"}
 }
-
-var errNotRemote = switchboard.E(switchboard.ErrInvalid, "invalid_request", "the app instance does not proxy a hosted MCP server")
 
 // validHeaderName reports whether k is an HTTP header field name (RFC
 // 9110 token).
@@ -382,4 +356,11 @@ func withStatus(err error, status int) error {
 		return err
 	}
 	return &statusError{err: err, status: status}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -1,4 +1,10 @@
-package gateway
+// Package appmode serves App mode, the HTTP surface beside the admin API
+// and MCP through which an agent calls one operation of an openapi
+// connector and gets the raw upstream answer:
+// POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}. It shares
+// the call path (caller authentication, validateAgent, buildAppAuth,
+// dispatch, audit) with the MCP endpoint through package gateway.
+package appmode
 
 import (
 	"bytes"
@@ -10,21 +16,19 @@ import (
 	"strings"
 
 	"github.com/switchboardhq/switchboard"
-	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/gateway"
 )
 
-// TargetUserArg is the argument (and MCP _meta key) with which a trusted
-// caller names the user to act for. It is removed before dispatch and never
-// sent upstream.
-const TargetUserArg = "targetUserId"
+// Pattern is the route of App mode.
+const Pattern = "POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}"
 
-// MaxBodyBytes caps the request body of App mode and of the MCP endpoint.
-const MaxBodyBytes = 1 << 20
+// handler serves App mode for a gateway.
+type handler struct {
+	g      *gateway.Gateway
+	logger *slog.Logger
+}
 
-// AppPattern is the route of App mode.
-const AppPattern = "POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}"
-
-// AppHandler serves App mode: POST
+// NewHandler serves App mode: POST
 // /workspaces/{tenant}/apps/{instance}/ops/{operationId} with the
 // operation's arguments as a JSON object (at most 1 MiB), behind the same
 // caller authentication and agent allowlist as the MCP endpoint. The
@@ -32,39 +36,35 @@ const AppPattern = "POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}"
 // success returns the upstream body and status unchanged; an upstream
 // failure its status (429 for rate limits, 502 when the upstream failed or
 // was unreachable) with a bounded JSON error; a refused request 400, 401,
-// 403, 404 or 413 with a JSON error.
-func (g *Gateway) AppHandler() http.Handler {
+// 403, 404 or 413 with a JSON error. A nil logger uses the gateway's.
+func NewHandler(g *gateway.Gateway, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = g.Logger()
+	}
+	h := &handler{g: g, logger: logger}
 	mux := http.NewServeMux()
-	mux.HandleFunc(AppPattern, g.serveApp)
+	mux.HandleFunc(Pattern, h.serveApp)
 	mux.HandleFunc("/workspaces/{tenant}/apps/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost && strings.Contains(r.URL.Path, "/ops/") {
 			w.Header().Set("Allow", http.MethodPost)
-			writeStatus(w, http.StatusMethodNotAllowed, "method_not_allowed", "App mode operations are called with POST")
+			gateway.WriteStatus(w, http.StatusMethodNotAllowed, "method_not_allowed", "App mode operations are called with POST")
 			return
 		}
-		writeStatus(w, http.StatusNotFound, "not_found", "no such route: use POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}")
+		gateway.WriteStatus(w, http.StatusNotFound, "not_found", "no such route: use POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}")
 	})
 	return mux
 }
 
-func writeStatus(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	b, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
-	w.Write(append(b, '\n'))
-}
-
-func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
+func (h *handler) serveApp(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tenantSlug, instanceSlug, opID := r.PathValue("tenant"), r.PathValue("instance"), r.PathValue("operationId")
-	log := RequestLogger(g.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "app")
+	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "app")
 	fail := func(err error) {
-		LogError(log, "app call failed", err)
-		WriteError(w, err)
+		gateway.LogError(log, "app call failed", err)
+		gateway.WriteError(w, err)
 	}
 
-	p, t, err := g.Authorize(ctx, r, tenantSlug, instanceSlug)
+	p, t, err := h.g.Authorize(ctx, r, tenantSlug, instanceSlug)
 	if err != nil {
 		fail(err)
 		return
@@ -74,7 +74,7 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 	args, err := readArgs(w, r)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
-			writeStatus(w, http.StatusRequestEntityTooLarge, "request_too_large", "the request body is larger than 1 MiB")
+			gateway.WriteStatus(w, http.StatusRequestEntityTooLarge, "request_too_large", "the request body is larger than 1 MiB")
 			return
 		}
 		fail(err)
@@ -82,8 +82,8 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 	}
 	// targetUserId is Switchboard's, never the upstream's; it counts only
 	// for trusted callers (Principal.Subject).
-	if v, present := args[TargetUserArg]; present {
-		delete(args, TargetUserArg)
+	if v, present := args[gateway.TargetUserArg]; present {
+		delete(args, gateway.TargetUserArg)
 		if s, ok := v.(string); ok {
 			p = p.WithTarget(s)
 		}
@@ -100,19 +100,19 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 	}
 	log = log.With("operation", op.Name)
 
-	resp, err := g.Call(ctx, t, p, op, args)
+	resp, err := h.g.Call(ctx, t, p, op, args)
 	if err != nil {
 		fail(err)
 		return
 	}
 	log.Debug("app call", "status", resp.Status)
-	h := w.Header()
+	hdr := w.Header()
 	ct := resp.ContentType
 	if !strings.Contains(strings.ToLower(ct), "json") {
 		ct = "application/octet-stream"
 	}
-	h.Set("Content-Type", ct)
-	h.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Content-Type", ct)
+	hdr.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body)
 }
@@ -122,7 +122,7 @@ var errTooLarge = errors.New("request body too large")
 // readArgs reads the JSON object of arguments; an empty body is no
 // arguments.
 func readArgs(w http.ResponseWriter, r *http.Request) (map[string]any, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, gateway.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -145,35 +145,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// RequestIDHeader is the response header the server's request logging
-// sets to the request id.
-const RequestIDHeader = "X-Request-Id"
-
-// RequestLogger returns logger with the request's id, read from the
-// response header the request logging middleware has already set, so that
-// agent-path lines join the server's request line.
-func RequestLogger(logger *slog.Logger, w http.ResponseWriter) *slog.Logger {
-	if id := w.Header().Get(RequestIDHeader); id != "" {
-		return logger.With("request_id", id)
-	}
-	return logger
-}
-
-// LogError logs a failed agent call once: server faults at error level
-// with their internal cause, refusals and upstream failures at info level
-// with their code only.
-func LogError(log *slog.Logger, msg string, err error) {
-	d := Detail(err)
-	if Internal(err) {
-		log.Error(msg, "code", d.Code, "err", err.Error())
-		return
-	}
-	attrs := []any{"code", d.Code}
-	var ue *registry.UpstreamError
-	if errors.As(err, &ue) && ue.Status != 0 {
-		attrs = append(attrs, "upstream_status", ue.Status)
-	}
-	log.Info(msg, attrs...)
 }

@@ -1,4 +1,10 @@
-package gateway
+// Package verify tests an app instance's configuration before it is
+// saved (verify before save): tenants.Service.Install asks the Verifier,
+// its tenants.Verifier, for the outcome. Two kinds exist: a declarative
+// probe (one operation of an openapi connector, called through the
+// gateway's dispatch with the candidate credentials) and a command the
+// connector ships, run as a supervised subprocess.
+package verify
 
 import (
 	"bytes"
@@ -7,26 +13,49 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
-// Verification (verify before save): tenants.Service.Install asks the
-// gateway, its tenants.Verifier, to test a configuration before it is
-// saved. Two kinds exist: a declarative probe (one operation of an openapi
-// connector, called through the usual dispatch with the candidate
-// credentials) and a command run as a subprocess.
+// Config wires a Verifier.
+type Config struct {
+	// Gateway runs declarative probes through the call path's dispatch.
+	Gateway *gateway.Gateway
+	// Logger receives one line per verification; nil logs nothing.
+	Logger *slog.Logger
+	// Dir is the private directory under which verification commands get
+	// their temporary copy of the connector's files (such as
+	// <data dir>/verify). Empty uses the system's temporary directory.
+	Dir string
+}
+
+// Verifier runs connectors' verify blocks; it is a tenants.Verifier.
+type Verifier struct {
+	g      *gateway.Gateway
+	logger *slog.Logger
+	dir    string
+}
+
+// New returns a Verifier.
+func New(cfg Config) *Verifier {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Verifier{g: cfg.Gateway, logger: logger, dir: cfg.Dir}
+}
 
 // VerifyPath is the minimal PATH of a verification command; nothing else
 // of Switchboard's environment reaches it.
@@ -46,7 +75,7 @@ const (
 // declared secret value redacted from its message and details. The probe
 // runs for modes with static credentials (apiKey, accessToken); modes
 // that need a user's grant are not verified, and the outcome says so.
-func (g *Gateway) Verify(ctx context.Context, c tenants.Candidate) (tenants.Verification, error) {
+func (vf *Verifier) Verify(ctx context.Context, c tenants.Candidate) (tenants.Verification, error) {
 	m := &c.Connector.Manifest
 	v := m.Verify
 	if v == nil {
@@ -59,38 +88,38 @@ func (g *Gateway) Verify(ctx context.Context, c tenants.Candidate) (tenants.Veri
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	red := newRedactor(m, c.Fields)
+	red := registry.NewRedactor(m, c.Fields)
 	var (
 		out tenants.Verification
 		err error
 	)
 	switch {
 	case len(v.Command) > 0:
-		out, err = g.verifyCommand(ctx, c, timeout, red)
+		out, err = vf.verifyCommand(ctx, c, timeout, red)
 	case v.Probe != nil:
-		out = g.verifyProbe(ctx, c)
+		out = vf.verifyProbe(ctx, c)
 	default:
 		out = tenants.Verification{Message: "not verified: the connector's verification declares neither a command nor a probe"}
 	}
 	if err != nil {
 		return tenants.Verification{}, err
 	}
-	out.Message = bound(red.string(out.Message))
+	out.Message = gateway.Bound(red.String(out.Message))
 	if out.Details != nil {
-		out.Details, _ = red.value(out.Details).(map[string]any)
+		out.Details, _ = red.Value(out.Details).(map[string]any)
 	}
 	if out.Ran {
 		at := time.Now().UTC()
 		out.At = &at
 	}
-	log := g.logger.With("tenant", c.Tenant.Slug, "instance", c.Instance.Slug, "connector", m.ID, "mode", c.Instance.AuthMode)
+	log := vf.logger.With("tenant", c.Tenant.Slug, "instance", c.Instance.Slug, "connector", m.ID, "mode", c.Instance.AuthMode)
 	log.Info("connector verification", "kind", out.Kind, "ran", out.Ran, "ok", out.OK, "message", out.Message,
 		"duration_ms", time.Since(start).Milliseconds())
 	return out, nil
 }
 
 // verifyProbe runs the declarative probe with the candidate's credentials.
-func (g *Gateway) verifyProbe(ctx context.Context, c tenants.Candidate) tenants.Verification {
+func (vf *Verifier) verifyProbe(ctx context.Context, c tenants.Candidate) tenants.Verification {
 	mode := c.Instance.AuthMode
 	switch mode {
 	case registry.ModeAPIKey, registry.ModeAccessToken:
@@ -103,9 +132,9 @@ func (g *Gateway) verifyProbe(ctx context.Context, c tenants.Candidate) tenants.
 	if c.Connector.API == nil {
 		return tenants.Verification{Kind: "probe", Message: "not verified: probes apply to openapi connectors only"}
 	}
-	t := &Target{Tenant: c.Tenant, Instance: c.Instance, Connector: c.Connector}
+	t := &gateway.Target{Tenant: c.Tenant, Instance: c.Instance, Connector: c.Connector}
 	p := &auth.Principal{Tenant: c.Tenant.ID, TenantSlug: c.Tenant.Slug, Kind: "operator"}
-	res := g.probe(ctx, t, newCredentials(c.Connector, c.Fields), p)
+	res := vf.g.Probe(ctx, t, c.Fields, p)
 	return tenants.Verification{Ran: true, OK: res.OK, Kind: "probe", Message: res.Message, Details: res.Details}
 }
 
@@ -114,14 +143,14 @@ func (g *Gateway) verifyProbe(ctx context.Context, c tenants.Candidate) tenants.
 // minimal PATH in its environment, killed with its whole process group at
 // the timeout. Its stdout must be one JSON object {ok, message, details?};
 // otherwise its exit status decides.
-func (g *Gateway) verifyCommand(ctx context.Context, c tenants.Candidate, timeout time.Duration, red *redactor) (tenants.Verification, error) {
+func (vf *Verifier) verifyCommand(ctx context.Context, c tenants.Candidate, timeout time.Duration, red *registry.Redactor) (tenants.Verification, error) {
 	m := &c.Connector.Manifest
 	out := tenants.Verification{Ran: true, Kind: "command"}
 	argv := make([]string, len(m.Verify.Command))
 	for i, a := range m.Verify.Command {
 		argv[i] = registry.Expand(a, m, c.Fields)
 	}
-	dir, cleanup, err := g.materialise(c.Connector, argv[0])
+	dir, cleanup, err := vf.materialise(c.Connector, argv[0])
 	if err != nil {
 		return out, fmt.Errorf("preparing the verification of connector %s: %w", m.ID, err)
 	}
@@ -180,7 +209,7 @@ func (g *Gateway) verifyCommand(ctx context.Context, c tenants.Candidate, timeou
 	default:
 		out.Message = fmt.Sprintf("the verification command exited with status %d", exit)
 	}
-	if tail := lastLine(red.string(stderr.String())); tail != "" && !out.OK {
+	if tail := lastLine(red.String(stderr.String())); tail != "" && !out.OK {
 		out.Details["stderr"] = tail
 	}
 	return out, nil
@@ -222,7 +251,7 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	l := strings.TrimSpace(lines[len(lines)-1])
 	if len(l) > 200 {
-		l = bound(l[:200])
+		l = gateway.Bound(l[:200])
 	}
 	return strings.ToValidUTF8(l, "?")
 }
@@ -281,12 +310,12 @@ func truncateName(s string) string {
 }
 
 // materialise writes the connector's verified files into a private
-// temporary directory (0700) under the gateway's verify directory; the
+// temporary directory (0700) under the verifier's directory; the
 // program file, when it is one of them, is made executable. The catalog
 // may be embedded or remote, so the files are always the bytes the
 // catalog index verified, never read again from disk.
-func (g *Gateway) materialise(conn *registry.Connector, program string) (string, func(), error) {
-	base := g.verifyDir
+func (vf *Verifier) materialise(conn *registry.Connector, program string) (string, func(), error) {
+	base := vf.dir
 	if base == "" {
 		base = os.TempDir()
 	}
@@ -346,59 +375,6 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 
 func (b *cappedBuffer) Bytes() []byte  { return b.buf.Bytes() }
 func (b *cappedBuffer) String() string { return b.buf.String() }
-
-// redactor replaces an instance's secret values in verification output.
-type redactor struct{ values []string }
-
-// newRedactor collects the values to redact: every field the manifest
-// declares secret, and the credential fields of the auth block.
-func newRedactor(m *registry.Manifest, fields map[string]secrets.Secret) *redactor {
-	r := &redactor{}
-	for name, v := range fields {
-		f, declared := m.Field(name)
-		if !(declared && f.Secret) && name != m.Auth.Field && name != m.Auth.TokenField {
-			continue
-		}
-		if s := v.Reveal(); s != "" && !slices.Contains(r.values, s) {
-			r.values = append(r.values, s)
-		}
-	}
-	// Longest first, so that a secret containing another is replaced whole.
-	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
-	return r
-}
-
-func (r *redactor) string(s string) string {
-	for _, v := range r.values {
-		if strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, secrets.Redacted)
-		}
-	}
-	return s
-}
-
-// value redacts strings anywhere in a decoded JSON value, keys included.
-func (r *redactor) value(v any) any {
-	switch x := v.(type) {
-	case string:
-		return r.string(x)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[r.string(k)] = r.value(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = r.value(e)
-		}
-		return out
-	case json.Number:
-		return json.Number(r.string(string(x)))
-	}
-	return v
-}
 
 // errVerifyUnsupported is the answer on systems without process groups.
 var errVerifyUnsupported = switchboard.E(switchboard.ErrUnavailable, "verify_unavailable",

@@ -1,0 +1,254 @@
+// Package connectflow serves the browser side of the OAuth flows of
+// per-user app instances (modes oauth and oauthCentral): the connect,
+// callback, status and disconnect routes of an instance and the platform's
+// central callback. The token machinery is auth.OAuth's; this package is
+// the HTTP surface in front of it, beside the admin API and MCP.
+package connectflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/gateway"
+)
+
+// Pattern is the prefix of the per-instance OAuth flow routes: connect,
+// callback, status and disconnect.
+const Pattern = "/workspaces/{tenant}/webhooks/{instance}/oauth/"
+
+// Config wires the flow pages.
+type Config struct {
+	// Gateway authenticates callers and resolves instances and their
+	// fields.
+	Gateway *gateway.Gateway
+	// OAuth runs the flows; nil serves every route with 503
+	// oauth_unavailable.
+	OAuth *auth.OAuth
+	// Logger receives one line per flow step; nil uses the gateway's.
+	Logger *slog.Logger
+}
+
+// flows serves the flow routes.
+type flows struct {
+	g      *gateway.Gateway
+	oauth  *auth.OAuth
+	logger *slog.Logger
+}
+
+// NewHandler serves the OAuth flow of per-user instances under
+// /workspaces/{tenant}/webhooks/{instance}/oauth/:
+//
+//	connect     (GET or POST, caller credential) starts a flow for the
+//	            caller's user: JSON {authorize_url, expires_at}, or a 302 to
+//	            it with ?redirect=1; sets the cookie binding the flow to the
+//	            browser
+//	callback    (GET, from the provider) finishes it
+//	status      (GET, caller credential) the user's connection
+//	disconnect  (POST or DELETE, caller credential) revokes and deletes it
+//
+// and the platform's central callback at /oauth/callback
+// (auth.CentralCallbackPath).
+func NewHandler(cfg Config) http.Handler {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = cfg.Gateway.Logger()
+	}
+	f := &flows{g: cfg.Gateway, oauth: cfg.OAuth, logger: logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+Pattern+"connect", f.serveConnect)
+	mux.HandleFunc("POST "+Pattern+"connect", f.serveConnect)
+	mux.HandleFunc("GET "+Pattern+"callback", f.serveCallback)
+	mux.HandleFunc("GET "+Pattern+"status", f.serveStatus)
+	mux.HandleFunc("POST "+Pattern+"disconnect", f.serveDisconnect)
+	mux.HandleFunc("DELETE "+Pattern+"disconnect", f.serveDisconnect)
+	mux.HandleFunc("GET "+auth.CentralCallbackPath, f.serveCallback)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		gateway.WriteStatus(w, http.StatusNotFound, "not_found", "no such route: the OAuth routes are connect, callback, status and disconnect")
+	})
+	return mux
+}
+
+var errNoOAuth = switchboard.E(switchboard.ErrUnavailable, "oauth_unavailable", "OAuth flows are not enabled on this server")
+
+// flowInput authenticates the caller and resolves the instance and its
+// fields for a flow route. A trusted caller may name the user with
+// ?target_user_id=.
+func (f *flows) flowInput(r *http.Request) (auth.ModeInput, *slog.Logger, error) {
+	ctx := r.Context()
+	tenantSlug, instanceSlug := r.PathValue("tenant"), r.PathValue("instance")
+	log := f.logger.With("tenant", tenantSlug, "instance", instanceSlug, "mode", "oauth")
+	if f.oauth == nil {
+		return auth.ModeInput{}, log, errNoOAuth
+	}
+	p, err := f.g.Authenticate(ctx, r, tenantSlug)
+	if err != nil {
+		return auth.ModeInput{}, log, err
+	}
+	p = p.WithTarget(r.URL.Query().Get("target_user_id"))
+	t, err := f.g.Resolve(ctx, tenantSlug, instanceSlug)
+	if err != nil {
+		return auth.ModeInput{}, log, err
+	}
+	in, err := f.g.ModeInput(ctx, t, p)
+	if err != nil {
+		return auth.ModeInput{}, log, err
+	}
+	log = log.With("caller", string(p.Caller.ID))
+	return in, log, nil
+}
+
+func (f *flows) serveConnect(w http.ResponseWriter, r *http.Request) {
+	in, log, err := f.flowInput(r)
+	log = gateway.RequestLogger(log, w)
+	if err != nil {
+		gateway.LogError(log, "oauth connect refused", err)
+		gateway.WriteError(w, err)
+		return
+	}
+	flow, err := f.oauth.Connect(r.Context(), in)
+	if err != nil {
+		gateway.LogError(log, "oauth connect failed", err)
+		gateway.WriteError(w, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: flow.CookieName, Value: flow.Binding, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: strings.HasPrefix(f.oauth.PublicURL(), "https://"), Expires: flow.ExpiresAt,
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	log.Info("oauth flow started")
+	if r.URL.Query().Get("redirect") == "1" {
+		http.Redirect(w, r, flow.AuthorizeURL, http.StatusFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"authorize_url": flow.AuthorizeURL, "expires_at": flow.ExpiresAt})
+}
+
+func (f *flows) serveStatus(w http.ResponseWriter, r *http.Request) {
+	in, log, err := f.flowInput(r)
+	log = gateway.RequestLogger(log, w)
+	if err == nil {
+		var st *auth.GrantStatus
+		if st, err = f.oauth.Status(r.Context(), in); err == nil {
+			writeJSON(w, http.StatusOK, st)
+			return
+		}
+	}
+	gateway.LogError(log, "oauth status failed", err)
+	gateway.WriteError(w, err)
+}
+
+func (f *flows) serveDisconnect(w http.ResponseWriter, r *http.Request) {
+	in, log, err := f.flowInput(r)
+	log = gateway.RequestLogger(log, w)
+	if err == nil {
+		if err = f.oauth.Disconnect(r.Context(), in); err == nil {
+			log.Info("oauth grant disconnected")
+			writeJSON(w, http.StatusOK, map[string]any{"connected": false})
+			return
+		}
+	}
+	gateway.LogError(log, "oauth disconnect failed", err)
+	gateway.WriteError(w, err)
+}
+
+// providerErrors are the authorization-response error codes (RFC 6749
+// §4.1.2.1) a callback page may name.
+var providerErrors = map[string]bool{
+	"invalid_request": true, "unauthorized_client": true, "access_denied": true, "unsupported_response_type": true,
+	"invalid_scope": true, "server_error": true, "temporarily_unavailable": true,
+}
+
+func (f *flows) serveCallback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	log := gateway.RequestLogger(f.logger, w).With("mode", "oauth")
+	fail := func(status int, err error) {
+		gateway.LogError(log, "oauth callback refused", err)
+		d := gateway.Detail(err)
+		page(w, status, "Not connected", d.Message)
+	}
+	if f.oauth == nil {
+		fail(http.StatusServiceUnavailable, errNoOAuth)
+		return
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	var binding string
+	if state != "" {
+		if c, err := r.Cookie(auth.BindingCookieName(state)); err == nil {
+			binding = c.Value
+		}
+	}
+	// The state is spent before anything else, whatever the outcome.
+	fs, err := f.oauth.ConsumeState(ctx, state, binding)
+	if err != nil {
+		fail(http.StatusBadRequest, err)
+		return
+	}
+	if state != "" {
+		http.SetCookie(w, &http.Cookie{Name: auth.BindingCookieName(state), Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+	}
+	log = log.With("tenant", fs.TenantSlug, "instance", fs.InstanceSlug)
+	if pt, pi := r.PathValue("tenant"), r.PathValue("instance"); pt != "" && (pt != fs.TenantSlug || pi != fs.InstanceSlug) {
+		fail(http.StatusBadRequest, auth.ErrStateInvalid)
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		if !providerErrors[e] {
+			e = "an error"
+		}
+		fail(http.StatusBadRequest, switchboard.E(switchboard.ErrForbidden, "authorization_refused",
+			"the provider answered %s; nothing was connected", e))
+		return
+	}
+	t, err := f.g.Resolve(ctx, fs.TenantSlug, fs.InstanceSlug)
+	if err == nil && t.Instance.ID != fs.InstanceID {
+		err = auth.ErrStateInvalid
+	}
+	var in auth.ModeInput
+	if err == nil {
+		in, err = f.g.ModeInput(ctx, t, nil)
+	}
+	if err == nil {
+		err = f.oauth.Finish(ctx, fs, in, q.Get("code"))
+	}
+	if err != nil {
+		status := gateway.Status(err)
+		if status == http.StatusInternalServerError {
+			log.Error("oauth callback failed", "err", err.Error())
+		}
+		fail(status, err)
+		return
+	}
+	log.Info("oauth grant connected")
+	page(w, http.StatusOK, "Connected", fmt.Sprintf("Your account is connected to %s. You can close this window.", t.Connector.Manifest.Name))
+}
+
+// page renders a small HTML page without any script; its content security
+// policy allows none.
+func page(w http.ResponseWriter, status int, title, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title>"+
+		"<style>body{font-family:sans-serif;max-width:36em;margin:4em auto}</style></head>"+
+		"<body><h1>%s</h1><p>%s</p></body></html>\n", html.EscapeString(title), html.EscapeString(title), html.EscapeString(msg))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(v)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/registry"
+)
+
+// What the agent-path transports (MCP, App mode, the OAuth connect pages)
+// share about requests: the body cap, the targetUserId argument, request
+// logging and plain error bodies.
+
+// TargetUserArg is the argument (and MCP _meta key) with which a trusted
+// caller names the user to act for. It is removed before dispatch and never
+// sent upstream.
+const TargetUserArg = "targetUserId"
+
+// MaxBodyBytes caps the request body of App mode and of the MCP endpoint.
+const MaxBodyBytes = 1 << 20
+
+// RequestIDHeader is the response header the server's request logging
+// sets to the request id.
+const RequestIDHeader = "X-Request-Id"
+
+// RequestLogger returns logger with the request's id, read from the
+// response header the request logging middleware has already set, so that
+// agent-path lines join the server's request line.
+func RequestLogger(logger *slog.Logger, w http.ResponseWriter) *slog.Logger {
+	if id := w.Header().Get(RequestIDHeader); id != "" {
+		return logger.With("request_id", id)
+	}
+	return logger
+}
+
+// LogError logs a failed agent call once: server faults at error level
+// with their internal cause, refusals and upstream failures at info level
+// with their code only.
+func LogError(log *slog.Logger, msg string, err error) {
+	d := Detail(err)
+	if Internal(err) {
+		log.Error(msg, "code", d.Code, "err", err.Error())
+		return
+	}
+	attrs := []any{"code", d.Code}
+	var ue *registry.UpstreamError
+	if errors.As(err, &ue) && ue.Status != 0 {
+		attrs = append(attrs, "upstream_status", ue.Status)
+	}
+	log.Info(msg, attrs...)
+}
+
+// WriteStatus writes a JSON error body with the given status and code,
+// for refusals that are not errors of the call path (an unknown route, a
+// wrong method).
+func WriteStatus(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
+	w.Write(append(b, '\n'))
+}
+
+// Bound cuts a client-facing message to MaxMessage bytes on a rune
+// boundary.
+func Bound(s string) string { return bound(s) }
