@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -52,6 +51,9 @@ type ProviderRequest struct {
 	AuthStyle    string            `json:"auth_style,omitempty"`
 	ClientID     *secrets.Secret   `json:"client_id,omitempty"`
 	ClientSecret *secrets.Secret   `json:"client_secret,omitempty"`
+	// Revision, when set, is the revision the write expects to replace
+	// (0: the provider does not exist yet); another is a conflict.
+	Revision *int64 `json:"revision,omitempty"`
 }
 
 // ProviderView is a provider as the admin API shows it: the client id and
@@ -79,8 +81,7 @@ type ProviderView struct {
 // memory and re-read after providerTTL, so that a change made on another
 // replica is seen within it.
 type Providers struct {
-	db        *database.DB
-	secrets   *secrets.Store
+	store     *Store
 	publicURL string
 	now       func() time.Time
 
@@ -98,7 +99,7 @@ const providerTTL = 30 * time.Second
 // NewProviders returns the registry over db; publicURL is the server's
 // public base URL, for the central callback URL.
 func NewProviders(db *database.DB, s *secrets.Store, publicURL string) *Providers {
-	return &Providers{db: db, secrets: s, publicURL: strings.TrimRight(publicURL, "/"),
+	return &Providers{store: NewStore(db, s), publicURL: strings.TrimRight(publicURL, "/"),
 		now: func() time.Time { return time.Now().UTC() }, cache: map[string]*cachedProvider{}}
 }
 
@@ -107,8 +108,6 @@ const CentralCallbackPath = "/oauth/callback"
 
 // CallbackURL is the platform's central redirect URI.
 func (ps *Providers) CallbackURL() string { return ps.publicURL + CentralCallbackPath }
-
-func providerOwner(slug string) string { return "provider:" + slug }
 
 // Names of a provider's secret rows.
 const (
@@ -166,40 +165,13 @@ func (ps *Providers) Put(ctx context.Context, slug string, req ProviderRequest) 
 	}
 	scopes := NormaliseScopes(strings.Join(req.Scopes, " "))
 	now := ps.now()
-	created := false
-	err := ps.db.InTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE oauth_providers SET name = $2, revision = revision + 1, updated_at = $3 WHERE slug = $1`, slug, req.Name, now)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			created = true
-			if _, err := tx.ExecContext(ctx, `INSERT INTO oauth_providers (slug, name, revision, created_at, updated_at) VALUES ($1, $2, 1, $3, $3)`, slug, req.Name, now); err != nil {
-				return err
-			}
-		}
-		owner := providerOwner(slug)
-		put := func(name, v string) error {
-			ref := secrets.Ref{Owner: owner, Name: name}
-			if v == "" {
-				return ps.secrets.Delete(ctx, tx, ref)
-			}
-			return ps.secrets.Write(ctx, tx, ref, secrets.New(v))
-		}
-		if err := errors.Join(put(pAuthorizeURL, req.AuthorizeURL), put(pTokenURL, req.TokenURL), put(pRevokeURL, req.RevokeURL),
-			put(pScopes, scopes), put(pAuthParams, params.Encode()), put(pAuthStyle, req.AuthStyle)); err != nil {
-			return err
-		}
-		for name, v := range map[string]*secrets.Secret{pClientID: req.ClientID, pClientSecret: req.ClientSecret} {
-			if v == nil {
-				continue
-			}
-			if err := put(name, v.Reveal()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	values := map[string]string{pAuthorizeURL: req.AuthorizeURL, pTokenURL: req.TokenURL, pRevokeURL: req.RevokeURL,
+		pScopes: scopes, pAuthParams: params.Encode(), pAuthStyle: req.AuthStyle}
+	client := map[string]*secrets.Secret{pClientID: req.ClientID, pClientSecret: req.ClientSecret}
+	created, err := ps.store.PutProvider(ctx, slug, req.Name, req.Revision, values, client, now)
+	if errors.Is(err, switchboard.ErrConflict) {
+		return nil, false, err
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("saving provider %s: %w", slug, err)
 	}
@@ -246,16 +218,7 @@ func (ps *Providers) Get(ctx context.Context, slug string) (*Provider, error) {
 }
 
 func (ps *Providers) load(ctx context.Context, slug string) (*Provider, error) {
-	p := &Provider{Slug: slug}
-	err := ps.db.QueryRowContext(ctx, `SELECT name, revision, created_at, updated_at FROM oauth_providers WHERE slug = $1`, slug).
-		Scan(&p.Name, &p.Revision, &p.CreatedAt, &p.UpdatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNoProvider
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading provider %s: %w", slug, err)
-	}
-	vals, err := ps.secrets.GetAll(ctx, "", providerOwner(slug))
+	p, vals, err := ps.store.Provider(ctx, slug)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +230,6 @@ func (ps *Providers) load(ctx context.Context, slug string) (*Provider, error) {
 	p.AuthStyle = vals[pAuthStyle].Reveal()
 	p.ClientID = vals[pClientID]
 	p.ClientSecret = vals[pClientSecret]
-	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	return p, nil
 }
 
@@ -302,21 +264,8 @@ func (ps *Providers) View(ctx context.Context, slug string) (*ProviderView, erro
 
 // List returns every provider, by slug.
 func (ps *Providers) List(ctx context.Context) ([]*ProviderView, error) {
-	rows, err := ps.db.QueryContext(ctx, `SELECT slug FROM oauth_providers ORDER BY slug`)
+	slugs, err := ps.store.ProviderSlugs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing providers: %w", err)
-	}
-	var slugs []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		slugs = append(slugs, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]*ProviderView, 0, len(slugs))
@@ -332,16 +281,7 @@ func (ps *Providers) List(ctx context.Context) ([]*ProviderView, error) {
 
 // Delete removes the provider slug and its secret rows.
 func (ps *Providers) Delete(ctx context.Context, slug string) error {
-	err := ps.db.InTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM oauth_providers WHERE slug = $1`, slug)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return errNoProvider
-		}
-		return ps.secrets.DeleteOwner(ctx, tx, "", providerOwner(slug))
-	})
+	err := ps.store.DeleteProvider(ctx, slug)
 	ps.forget(slug)
 	return err
 }

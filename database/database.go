@@ -26,8 +26,8 @@ import (
 // DB is an open storage backend.
 type DB struct {
 	*sql.DB
-	// Dialect is migrations.Postgres or migrations.SQLite.
-	Dialect string
+	// Dialect is Postgres or SQLite.
+	Dialect Dialect
 	// Path is the SQLite file, empty on Postgres.
 	Path string
 
@@ -58,7 +58,7 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("connecting to postgres: %w", redactURL(err, url))
 	}
-	return &DB{DB: db, Dialect: migrations.Postgres, url: url}, nil
+	return &DB{DB: db, Dialect: Postgres, url: url}, nil
 }
 
 // redactURL keeps a connection string, which may hold a password, out of
@@ -91,12 +91,12 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("restricting %s: %w", path, err)
 	}
-	return &DB{DB: db, Dialect: migrations.SQLite, Path: path}, nil
+	return &DB{DB: db, Dialect: SQLite, Path: path}, nil
 }
 
 // Migrate applies pending migrations and returns the versions applied.
 func (db *DB) Migrate(ctx context.Context) ([]int, error) {
-	return migrations.Apply(ctx, db.DB, db.Dialect)
+	return migrations.Apply(ctx, db.DB, db.Dialect.String())
 }
 
 // Ready reports nil when the backend answers and every migration is applied.
@@ -104,7 +104,7 @@ func (db *DB) Ready(ctx context.Context) error {
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("store unreachable: %w", err)
 	}
-	n, err := migrations.Pending(ctx, db.DB, db.Dialect)
+	n, err := migrations.Pending(ctx, db.DB, db.Dialect.String())
 	if err != nil {
 		return err
 	}

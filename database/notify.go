@@ -7,15 +7,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/switchboardhq/switchboard/migrations"
 )
 
 // Notify publishes payload on channel to every replica listening (Postgres
 // NOTIFY, delivered when the surrounding transaction, if any, commits). On
 // the embedded store, which serves one process, it does nothing.
 func (db *DB) Notify(ctx context.Context, channel, payload string) error {
-	if db.Dialect != migrations.Postgres {
+	if !db.Dialect.Replicated() {
 		return nil
 	}
 	if _, err := db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
@@ -31,7 +29,7 @@ func (db *DB) Notify(ctx context.Context, channel, payload string) error {
 // whatever they would have invalidated must be dropped wholesale. On the
 // embedded store it returns at once: there are no other replicas.
 func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string), resync func(), onError func(error)) {
-	if db.Dialect != migrations.Postgres {
+	if !db.Dialect.Replicated() {
 		return
 	}
 	backoff := 100 * time.Millisecond

@@ -21,7 +21,7 @@ func dumpDB(t *testing.T, db *database.DB) string {
 	t.Helper()
 	ctx := context.Background()
 	q := `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`
-	if db.Dialect == "sqlite" {
+	if db.Dialect == database.SQLite {
 		q = `SELECT name FROM sqlite_master WHERE type = 'table'`
 	}
 	rows, err := db.QueryContext(ctx, q)

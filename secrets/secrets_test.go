@@ -151,7 +151,7 @@ func TestStoreContract(t *testing.T) {
 		if _, err := st.Get(ctx, secrets.Ref{Tenant: "t2", Owner: a.Owner, Name: a.Name}); !errors.Is(err, secrets.ErrUndecryptable) {
 			t.Fatalf("copied ciphertext: Get = %v, want ErrUndecryptable", err)
 		}
-		if err := st.DeleteOwner(ctx, nil, "t1", "instance:a"); err != nil {
+		if err := st.DeleteOwner(ctx, "t1", "instance:a"); err != nil {
 			t.Fatal(err)
 		}
 		if n := dbtest.Count(t, db, "secrets", "tenant_id = 't1'"); n != 0 {

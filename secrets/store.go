@@ -40,14 +40,22 @@ func NewStore(db *database.DB, keys *Keyring) *Store {
 	return &Store{db: db, keys: keys, now: func() time.Time { return time.Now().UTC() }}
 }
 
+// The exported methods of Store open their own transaction (or run one
+// statement); the ...Tx variants run inside a transaction another store
+// opened, so that its rows and their secret rows commit together (as
+// tenants and auth do). Every statement is in this file.
+
 // Put stores (or replaces) the value of ref.
 func (s *Store) Put(ctx context.Context, ref Ref, v Secret) error {
-	return s.Write(ctx, s.db, ref, v)
+	return s.write(ctx, s.db, ref, v)
 }
 
-// Write stores (or replaces) the value of ref through q, so that other
-// stores can write secret rows inside their own transaction.
-func (s *Store) Write(ctx context.Context, q database.Querier, ref Ref, v Secret) error {
+// PutTx is Put inside tx.
+func (s *Store) PutTx(ctx context.Context, tx *sql.Tx, ref Ref, v Secret) error {
+	return s.write(ctx, tx, ref, v)
+}
+
+func (s *Store) write(ctx context.Context, q database.Querier, ref Ref, v Secret) error {
 	keyID, ct, err := s.keys.Seal(ref, []byte(v.Reveal()))
 	if err != nil {
 		return fmt.Errorf("sealing %s: %w", ref.Name, err)
@@ -113,11 +121,15 @@ func (s *Store) GetAll(ctx context.Context, tenant switchboard.TenantID, owner s
 
 // List describes the secrets of one owner, sorted by name, without values.
 func (s *Store) List(ctx context.Context, tenant switchboard.TenantID, owner string) ([]Meta, error) {
-	return s.ListQ(ctx, s.db, tenant, owner)
+	return s.list(ctx, s.db, tenant, owner)
 }
 
-// ListQ is List through q.
-func (s *Store) ListQ(ctx context.Context, q database.Querier, tenant switchboard.TenantID, owner string) ([]Meta, error) {
+// ListTx is List inside tx.
+func (s *Store) ListTx(ctx context.Context, tx *sql.Tx, tenant switchboard.TenantID, owner string) ([]Meta, error) {
+	return s.list(ctx, tx, tenant, owner)
+}
+
+func (s *Store) list(ctx context.Context, q database.Querier, tenant switchboard.TenantID, owner string) ([]Meta, error) {
 	rows, err := q.QueryContext(ctx, `SELECT name, key_id, updated_at FROM secrets
 		WHERE tenant_id = $1 AND owner = $2 ORDER BY name`, string(tenant), owner)
 	if err != nil {
@@ -136,10 +148,14 @@ func (s *Store) ListQ(ctx context.Context, q database.Querier, tenant switchboar
 }
 
 // Delete removes one row; deleting a missing row is not an error.
-func (s *Store) Delete(ctx context.Context, q database.Querier, ref Ref) error {
-	if q == nil {
-		q = s.db
-	}
+func (s *Store) Delete(ctx context.Context, ref Ref) error { return s.delete(ctx, s.db, ref) }
+
+// DeleteTx is Delete inside tx.
+func (s *Store) DeleteTx(ctx context.Context, tx *sql.Tx, ref Ref) error {
+	return s.delete(ctx, tx, ref)
+}
+
+func (s *Store) delete(ctx context.Context, q database.Querier, ref Ref) error {
 	_, err := q.ExecContext(ctx, `DELETE FROM secrets WHERE tenant_id = $1 AND owner = $2 AND name = $3`,
 		string(ref.Tenant), ref.Owner, ref.Name)
 	if err != nil {
@@ -148,11 +164,17 @@ func (s *Store) Delete(ctx context.Context, q database.Querier, ref Ref) error {
 	return nil
 }
 
-// DeleteOwner removes every row of one owner through q.
-func (s *Store) DeleteOwner(ctx context.Context, q database.Querier, tenant switchboard.TenantID, owner string) error {
-	if q == nil {
-		q = s.db
-	}
+// DeleteOwner removes every row of one owner.
+func (s *Store) DeleteOwner(ctx context.Context, tenant switchboard.TenantID, owner string) error {
+	return s.deleteOwner(ctx, s.db, tenant, owner)
+}
+
+// DeleteOwnerTx is DeleteOwner inside tx.
+func (s *Store) DeleteOwnerTx(ctx context.Context, tx *sql.Tx, tenant switchboard.TenantID, owner string) error {
+	return s.deleteOwner(ctx, tx, tenant, owner)
+}
+
+func (s *Store) deleteOwner(ctx context.Context, q database.Querier, tenant switchboard.TenantID, owner string) error {
 	_, err := q.ExecContext(ctx, `DELETE FROM secrets WHERE tenant_id = $1 AND owner = $2`, string(tenant), owner)
 	if err != nil {
 		return fmt.Errorf("deleting secrets of %s: %w", owner, err)
@@ -209,7 +231,7 @@ func (s *Store) rotateBatch(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		for _, r := range todo {
-			if err := s.Write(ctx, tx, r.ref, New(string(r.pt))); err != nil {
+			if err := s.write(ctx, tx, r.ref, New(string(r.pt))); err != nil {
 				return err
 			}
 		}

@@ -247,17 +247,17 @@ func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch
 		}
 		owner := out.SecretOwner()
 		for name, v := range ch.Set {
-			if err := s.secrets.Write(ctx, tx, secrets.Ref{Tenant: tenant, Owner: owner, Name: name}, v); err != nil {
+			if err := s.secrets.PutTx(ctx, tx, secrets.Ref{Tenant: tenant, Owner: owner, Name: name}, v); err != nil {
 				return err
 			}
 		}
 		for _, name := range ch.Clear {
-			if err := s.secrets.Delete(ctx, tx, secrets.Ref{Tenant: tenant, Owner: owner, Name: name}); err != nil {
+			if err := s.secrets.DeleteTx(ctx, tx, secrets.Ref{Tenant: tenant, Owner: owner, Name: name}); err != nil {
 				return err
 			}
 		}
 		if ch.Check != nil {
-			metas, err := s.secrets.ListQ(ctx, tx, tenant, owner)
+			metas, err := s.secrets.ListTx(ctx, tx, tenant, owner)
 			if err != nil {
 				return err
 			}
@@ -283,7 +283,7 @@ func (s *Store) DeleteInstance(ctx context.Context, tenant switchboard.TenantID,
 		if in, err = s.instance(ctx, tx, tenant, slug); err != nil {
 			return err
 		}
-		if err := s.secrets.DeleteOwner(ctx, tx, tenant, in.SecretOwner()); err != nil {
+		if err := s.secrets.DeleteOwnerTx(ctx, tx, tenant, in.SecretOwner()); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE id = $1 AND tenant_id = $2`, string(in.ID), string(tenant))

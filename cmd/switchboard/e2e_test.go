@@ -433,7 +433,7 @@ func countRows(t *testing.T, db *database.DB, table string) int {
 func databaseContains(t *testing.T, st *stack, s string) bool {
 	t.Helper()
 	db := st.db()
-	if db.Dialect == "sqlite" {
+	if db.Dialect == database.SQLite {
 		found := false
 		filepath.Walk(st.dir, func(path string, info os.FileInfo, err error) error {
 			if err == nil && !info.IsDir() {

@@ -67,7 +67,7 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 			db.Close()
 		}
 	}()
-	if db.Dialect == "sqlite" {
+	if db.Dialect == database.SQLite {
 		ran, err := db.Migrate(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("migrating the embedded store: %w", err)

@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -50,6 +48,9 @@ type FlowState struct {
 	TokenURL     string
 	RedirectURI  string
 	verifier     secrets.Secret
+	stateHash    string
+	bindingHash  string
+	expiresAt    time.Time
 }
 
 // Errors of the callback. None of them says more than needed.
@@ -73,8 +74,6 @@ func hashHex(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func stateOwner(stateHash string) string { return "oauthstate:" + stateHash }
-
 // RedirectURI is the exact redirect URI of an instance: the platform's
 // central callback for oauthCentral, the instance's own callback for
 // oauth.
@@ -92,50 +91,37 @@ func userFlowCheck(in ModeInput) error {
 	return nil
 }
 
+// userGrant resolves the client and the grant of the principal's subject
+// user on a per-user OAuth instance.
+func (o *OAuth) userGrant(ctx context.Context, in ModeInput) (*clientConfig, grantKey, error) {
+	if err := userFlowCheck(in); err != nil {
+		return nil, grantKey{}, err
+	}
+	return o.subjectGrant(ctx, in)
+}
+
 // Connect starts an authorization-code flow with PKCE (S256) for the
 // principal's subject user: it stores a single-use state bound to tenant,
 // instance and user, expiring within 10 minutes, with the PKCE verifier
 // and the token endpoint, and returns the authorize URL.
 func (o *OAuth) Connect(ctx context.Context, in ModeInput) (*Flow, error) {
-	if err := userFlowCheck(in); err != nil {
-		return nil, err
-	}
-	user := in.Principal.Subject()
-	if user == "" {
-		return nil, errNoUser
-	}
-	c, err := o.clientFor(ctx, in)
+	c, k, err := o.userGrant(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	if c.authorizeURL == "" {
 		return nil, reconnect(FieldAuthorizeURL)
 	}
-	k := o.key(in, c, user)
+	user := k.user
 	state, binding, verifier := randomToken(32), randomToken(32), oauth2.GenerateVerifier()
-	sh := hashHex(state)
 	now := o.now()
 	expires := now.Add(o.stateTTL)
 	redirect := o.RedirectURI(c.mode, in.Principal.TenantSlug, in.Instance.Slug)
-	err = o.db.InTx(ctx, func(tx *sql.Tx) error {
-		// Expired flows of anyone are swept as new ones start.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE owner IN (SELECT 'oauthstate:' || state_hash FROM oauth_states WHERE expires_at < $1)`, now); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_states WHERE expires_at < $1`, now); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO oauth_states (state_hash, tenant_id, tenant_slug, instance_id, instance_slug, user_id, mode,
-			fingerprint, token_url, redirect_uri, binding_hash, expires_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			sh, string(in.Tenant), in.Principal.TenantSlug, string(in.Instance.ID), in.Instance.Slug, user, c.mode,
-			k.fp, c.tokenURL, redirect, hashHex(binding), expires, now); err != nil {
-			return err
-		}
-		return o.secrets.Write(ctx, tx, secrets.Ref{Tenant: in.Tenant, Owner: stateOwner(sh), Name: "pkce_verifier"}, secrets.New(verifier))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("starting an OAuth flow: %w", err)
+	fs := &FlowState{Tenant: in.Tenant, TenantSlug: in.Principal.TenantSlug, InstanceID: in.Instance.ID, InstanceSlug: in.Instance.Slug,
+		User: user, Mode: c.mode, Fingerprint: k.fp, TokenURL: c.tokenURL, RedirectURI: redirect,
+		stateHash: hashHex(state), bindingHash: hashHex(binding), expiresAt: expires}
+	if err := o.store.StartFlow(ctx, fs, secrets.New(verifier), now); err != nil {
+		return nil, err
 	}
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
 	for name, vs := range c.authParams {
@@ -154,38 +140,17 @@ func (o *OAuth) ConsumeState(ctx context.Context, state, binding string) (*FlowS
 	if state == "" || len(state) > 256 {
 		return nil, ErrStateInvalid
 	}
-	sh := hashHex(state)
-	var fs FlowState
-	var bindingHash string
-	var expires time.Time
-	err := o.db.InTx(ctx, func(tx *sql.Tx) error {
-		var tenant, instance string
-		err := tx.QueryRowContext(ctx, `DELETE FROM oauth_states WHERE state_hash = $1
-			RETURNING tenant_id, tenant_slug, instance_id, instance_slug, user_id, mode, fingerprint, token_url, redirect_uri, binding_hash, expires_at`, sh).
-			Scan(&tenant, &fs.TenantSlug, &instance, &fs.InstanceSlug, &fs.User, &fs.Mode, &fs.Fingerprint, &fs.TokenURL, &fs.RedirectURI, &bindingHash, &expires)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrStateInvalid
-		}
-		if err != nil {
-			return err
-		}
-		fs.Tenant, fs.InstanceID = switchboard.TenantID(tenant), switchboard.InstanceID(instance)
-		ref := secrets.Ref{Tenant: fs.Tenant, Owner: stateOwner(sh), Name: "pkce_verifier"}
-		if fs.verifier, err = o.secrets.Get(ctx, ref); err != nil {
-			return ErrStateInvalid
-		}
-		return o.secrets.DeleteOwner(ctx, tx, fs.Tenant, stateOwner(sh))
-	})
+	fs, err := o.store.ConsumeFlow(ctx, hashHex(state))
 	if err != nil {
 		return nil, err
 	}
-	if !o.now().Before(expires) {
+	if !o.now().Before(fs.expiresAt) {
 		return nil, ErrStateInvalid
 	}
-	if binding == "" || subtle.ConstantTimeCompare([]byte(hashHex(binding)), []byte(bindingHash)) != 1 {
+	if binding == "" || subtle.ConstantTimeCompare([]byte(hashHex(binding)), []byte(fs.bindingHash)) != 1 {
 		return nil, ErrStateInvalid
 	}
-	return &fs, nil
+	return fs, nil
 }
 
 // Finish exchanges the code of a consumed flow at the token endpoint
@@ -216,36 +181,16 @@ func (o *OAuth) Finish(ctx context.Context, fs *FlowState, in ModeInput, code st
 	if err != nil {
 		return tokenError(asTokenError(err))
 	}
-	if tok.RefreshToken == "" && tok.AccessToken == "" {
+	if tok.AccessToken == "" {
 		return tokenError(&tokenEndpointError{code: "unexpected_response"})
 	}
 	now := o.now()
-	var e *cachedToken
-	err = o.db.InTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO auth_grants (tenant_id, fingerprint, instance_id, user_id, mode, status, version, expires_at, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $7, $7) ON CONFLICT (tenant_id, fingerprint) DO NOTHING`,
-			string(k.tenant), k.fp, string(k.instance.ID), k.user, k.mode, StatusActive, now); err != nil {
-			return err
-		}
-		row, err := o.readGrant(ctx, tx, k, true)
-		if err != nil {
-			return err
-		}
-		if row == nil {
-			return errors.New("grant row vanished")
-		}
-		if tok.RefreshToken != "" {
-			if err := o.secrets.Write(ctx, tx, k.ref("refresh_token"), secrets.New(tok.RefreshToken)); err != nil {
-				return err
-			}
-		}
-		e, err = o.store(ctx, tx, k, tok, secrets.New(tok.RefreshToken), row.version, now)
-		return err
-	})
+	access, expiry := secrets.New(tok.AccessToken), expiryOf(tok, now)
+	version, err := o.store.ConnectGrant(ctx, k.id(), secrets.New(tok.RefreshToken), access, expiry, now)
 	if err != nil {
 		return fmt.Errorf("storing the grant: %w", err)
 	}
-	o.remember(k.fp, e)
+	o.remember(k.fp, &cachedToken{access: access, expiry: expiry, version: version})
 	return nil
 }
 
@@ -262,30 +207,20 @@ type GrantStatus struct {
 // Status returns the subject user's connection to the instance with its
 // current client and scopes.
 func (o *OAuth) Status(ctx context.Context, in ModeInput) (*GrantStatus, error) {
-	if err := userFlowCheck(in); err != nil {
-		return nil, err
-	}
-	user := in.Principal.Subject()
-	if user == "" {
-		return nil, errNoUser
-	}
-	c, err := o.clientFor(ctx, in)
+	_, k, err := o.userGrant(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	k := o.key(in, c, user)
+	user := k.user
 	st := &GrantStatus{User: user, Status: "not_connected", ConnectURL: o.ConnectURL(in.Principal.TenantSlug, in.Instance.Slug)}
-	var status string
-	var updated time.Time
-	err = o.db.QueryRowContext(ctx, `SELECT status, updated_at FROM auth_grants WHERE tenant_id = $1 AND fingerprint = $2`,
-		string(k.tenant), k.fp).Scan(&status, &updated)
-	if errors.Is(err, sql.ErrNoRows) {
+	g, err := o.store.Grant(ctx, k.id())
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
 		return st, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading grant: %w", err)
-	}
-	st.Status, st.UpdatedAt, st.Connected = status, updated.UTC(), status == StatusActive
+	st.Status, st.UpdatedAt, st.Connected = g.Status, g.UpdatedAt, g.Status == StatusActive
 	if st.Connected {
 		st.ConnectURL = ""
 	}
@@ -296,54 +231,26 @@ func (o *OAuth) Status(ctx context.Context, in ModeInput) (*GrantStatus, error) 
 // supports revocation, and deletes the user's grants and token rows of the
 // instance (every fingerprint).
 func (o *OAuth) Disconnect(ctx context.Context, in ModeInput) error {
-	if err := userFlowCheck(in); err != nil {
-		return err
-	}
-	user := in.Principal.Subject()
-	if user == "" {
-		return errNoUser
-	}
-	c, err := o.clientFor(ctx, in)
+	c, k, err := o.userGrant(ctx, in)
 	if err != nil {
 		return err
 	}
-	k := o.key(in, c, user)
-	if rt, err := o.secrets.Get(ctx, k.ref("refresh_token")); err == nil {
+	user := k.user
+	if rt, err := o.store.Token(ctx, k.id(), tokenRefresh); err == nil {
 		if err := o.revoke(ctx, c, rt, "refresh_token"); err != nil {
 			o.logger.Info("revoking at the provider failed; deleting the grant anyway", "code", tokenErrorCode(err))
 		}
 	}
-	var fps []string
-	err = o.db.InTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT fingerprint FROM auth_grants WHERE tenant_id = $1 AND instance_id = $2 AND user_id = $3`,
-			string(in.Tenant), string(in.Instance.ID), user)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var fp string
-			if err := rows.Scan(&fp); err != nil {
-				rows.Close()
-				return err
-			}
-			fps = append(fps, fp)
-		}
-		rows.Close()
-		if _, err := tx.ExecContext(ctx, `DELETE FROM auth_grants WHERE tenant_id = $1 AND instance_id = $2 AND user_id = $3`,
-			string(in.Tenant), string(in.Instance.ID), user); err != nil {
-			return err
-		}
-		return o.secrets.DeleteOwner(ctx, tx, in.Tenant, grantOwner(in.Instance.ID, user))
-	})
+	fps, err := o.store.DeleteUserGrants(ctx, in.Tenant, in.Instance.ID, user)
 	if err != nil {
-		return fmt.Errorf("deleting the grant: %w", err)
+		return err
 	}
 	fps = append(fps, k.fp)
 	for _, fp := range fps {
 		o.forget(fp)
 	}
 	// Other replicas drop their cached tokens of the grant too.
-	if err := o.db.Notify(ctx, GrantsChannel, strings.Join(fps, ",")); err != nil {
+	if err := o.store.Notify(ctx, GrantsChannel, strings.Join(fps, ",")); err != nil {
 		o.logger.Warn("telling other replicas of a disconnect failed; their cached tokens live until expiry", "err", err.Error())
 	}
 	return nil
@@ -358,7 +265,7 @@ const GrantsChannel = "switchboard_grants"
 // every cached token, since disconnects made meanwhile were not heard. It
 // returns at once on the embedded store. Run it in its own goroutine.
 func (o *OAuth) Listen(ctx context.Context, onError func(error)) {
-	o.db.Listen(ctx, GrantsChannel, func(payload string) {
+	o.store.Listen(ctx, GrantsChannel, func(payload string) {
 		for _, fp := range strings.Split(payload, ",") {
 			o.forget(fp)
 		}
