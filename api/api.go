@@ -86,6 +86,7 @@ func New(cfg Config) *Server {
 	e.GET("/v1/connectors/:connector", s.getConnector, op)
 	e.GET("/v1/connectors/:connector/icons/:size", s.getConnectorIcon, op)
 	e.PUT("/v1/tenants/:tenant/instances/:instance", s.putInstance, op)
+	e.PATCH("/v1/tenants/:tenant/instances/:instance", s.patchInstance, op)
 	e.GET("/v1/tenants/:tenant/instances", s.listInstances, op)
 	e.GET("/v1/tenants/:tenant/instances/:instance", s.getInstance, op)
 	e.DELETE("/v1/tenants/:tenant/instances/:instance", s.deleteInstance, op)

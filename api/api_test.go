@@ -304,7 +304,7 @@ func TestAdminFlow(t *testing.T) {
 			t.Fatalf("unknown connector code = %s", c)
 		}
 
-		// Install: 201, then an identical PUT is 200 with revision + 1.
+		// Install: 201, then an identical PUT is 200 and writes nothing.
 		install := `{"connector_id":"github","auth_mode":"apiKey","fields":{"GITHUB_TOKEN":"` + canary + `"},"agents":["agent-1"]}`
 		var v1, v2 tenants.InstanceView
 		if err := json.Unmarshal(e.expect(e.do("PUT", "/v1/tenants/acme/instances/gh", install), 201).body, &v1); err != nil {
@@ -313,7 +313,7 @@ func TestAdminFlow(t *testing.T) {
 		if err := json.Unmarshal(e.expect(e.do("PUT", "/v1/tenants/acme/instances/gh", install), 200).body, &v2); err != nil {
 			t.Fatal(err)
 		}
-		if v1.Instance == nil || v2.Instance == nil || v1.ID != v2.ID || v2.Revision != v1.Revision+1 {
+		if v1.Instance == nil || v2.Instance == nil || v1.ID != v2.ID || v2.Revision != v1.Revision || !v2.UpdatedAt.Equal(v1.UpdatedAt) {
 			t.Fatalf("install then re-install: %+v, %+v", v1.Instance, v2.Instance)
 		}
 		var got tenants.InstanceView
@@ -445,7 +445,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		e := newEnv(t, db)
 		e.expect(e.do("POST", "/v1/tenants", `{"slug":"acme"}`), 201)
 		e.expect(e.do("PUT", "/v1/tenants/acme/instances/gh",
-			`{"connector_id":"github","fields":{"GITHUB_TOKEN":"`+canary+`"},"agents":["a"]}`), 201)
+			`{"connector_id":"github","auth_mode":"apiKey","fields":{"GITHUB_TOKEN":"`+canary+`"},"agents":["a"]}`), 201)
 		before := e.rows()
 
 		big := `{"slug":"big","name":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}`
@@ -472,19 +472,37 @@ func TestBadInputWritesNothing(t *testing.T) {
 			{"duplicate tenant", "POST", "/v1/tenants", "application/json", strings.NewReader(`{"slug":"acme"}`), 409, "tenant_exists", ""},
 			{"unknown tenant", "GET", "/v1/tenants/nope", "", nil, 404, "tenant_not_found", ""},
 			{"install: undeclared field", "PUT", "/v1/tenants/acme/instances/gh2", "application/json",
-				strings.NewReader(`{"connector_id":"github","fields":{"GITHUB_TOKEN":"` + canary + `","EVIL":"x"}}`), 400, "undeclared_field", "EVIL"},
+				strings.NewReader(`{"connector_id":"github","auth_mode":"apiKey","agents":[],"fields":{"GITHUB_TOKEN":"` + canary + `","EVIL":"x"}}`), 400, "undeclared_field", "EVIL"},
 			{"install: field of the wrong type", "PUT", "/v1/tenants/acme/instances/gh2", "application/json",
-				strings.NewReader(`{"connector_id":"github","fields":{"GITHUB_TOKEN":5}}`), 400, "invalid_json", "fields.GITHUB_TOKEN"},
+				strings.NewReader(`{"connector_id":"github","auth_mode":"apiKey","agents":[],"fields":{"GITHUB_TOKEN":5}}`), 400, "invalid_json", "fields.GITHUB_TOKEN"},
 			{"install: agents of the wrong type", "PUT", "/v1/tenants/acme/instances/gh2", "application/json",
 				strings.NewReader(`{"connector_id":"github","agents":"a"}`), 400, "invalid_json", "agents"},
 			{"install: missing field", "PUT", "/v1/tenants/acme/instances/gh2", "application/json",
-				strings.NewReader(`{"connector_id":"github"}`), 400, "missing_field", "GITHUB_TOKEN"},
+				strings.NewReader(`{"connector_id":"github","auth_mode":"apiKey","agents":[]}`), 400, "missing_field", "GITHUB_TOKEN"},
+			{"install: no auth_mode", "PUT", "/v1/tenants/acme/instances/gh2", "application/json",
+				strings.NewReader(`{"connector_id":"github","agents":["a"],"fields":{"GITHUB_TOKEN":"x"}}`), 400, "missing_property", "auth_mode"},
+			{"install: no connector_id", "PUT", "/v1/tenants/acme/instances/gh2", "application/json",
+				strings.NewReader(`{"auth_mode":"apiKey","agents":["a"]}`), 400, "missing_property", "connector_id"},
+			{"update: no agents", "PUT", "/v1/tenants/acme/instances/gh", "application/json",
+				strings.NewReader(`{"connector_id":"github","auth_mode":"apiKey"}`), 400, "missing_property", "agents"},
+			{"update: null agents", "PUT", "/v1/tenants/acme/instances/gh", "application/json",
+				strings.NewReader(`{"connector_id":"github","auth_mode":"apiKey","agents":null}`), 400, "missing_property", "agents"},
+			{"update: no auth_mode", "PUT", "/v1/tenants/acme/instances/gh", "application/json",
+				strings.NewReader(`{"connector_id":"github","agents":["a"]}`), 400, "missing_property", "auth_mode"},
+			{"patch: unknown instance", "PATCH", "/v1/tenants/acme/instances/nope", "application/json",
+				strings.NewReader(`{"agents":[]}`), 404, "instance_not_found", ""},
+			{"patch: empty auth_mode", "PATCH", "/v1/tenants/acme/instances/gh", "application/json",
+				strings.NewReader(`{"auth_mode":""}`), 400, "unsupported_auth_mode", ""},
+			{"patch: undeclared field", "PATCH", "/v1/tenants/acme/instances/gh", "application/json",
+				strings.NewReader(`{"fields":{"EVIL":"x"}}`), 400, "undeclared_field", "EVIL"},
+			{"patch: unknown property", "PATCH", "/v1/tenants/acme/instances/gh", "application/json",
+				strings.NewReader(`{"agnets":[]}`), 400, "invalid_json", "agnets"},
 			{"install: unknown connector", "PUT", "/v1/tenants/acme/instances/gh2", "application/json",
-				strings.NewReader(`{"connector_id":"nope"}`), 400, "unknown_connector", ""},
+				strings.NewReader(`{"connector_id":"nope","auth_mode":"apiKey","agents":[]}`), 400, "unknown_connector", ""},
 			{"install: unknown tenant", "PUT", "/v1/tenants/nope/instances/gh", "application/json",
-				strings.NewReader(`{"connector_id":"github","fields":{"GITHUB_TOKEN":"x"}}`), 404, "tenant_not_found", ""},
+				strings.NewReader(`{"connector_id":"github","auth_mode":"apiKey","agents":[],"fields":{"GITHUB_TOKEN":"x"}}`), 404, "tenant_not_found", ""},
 			{"update: undeclared field", "PUT", "/v1/tenants/acme/instances/gh", "application/json",
-				strings.NewReader(`{"connector_id":"github","fields":{"GITHUB_TOKEN":"other","EVIL":"x"}}`), 400, "undeclared_field", ""},
+				strings.NewReader(`{"connector_id":"github","auth_mode":"apiKey","agents":[],"fields":{"GITHUB_TOKEN":"other","EVIL":"x"}}`), 400, "undeclared_field", ""},
 			{"caller: invalid kind", "POST", "/v1/tenants/acme/callers", "application/json",
 				strings.NewReader(`{"name":"x","kind":"robot"}`), 400, "invalid_kind", ""},
 			{"caller: unknown tenant", "POST", "/v1/tenants/nope/callers", "application/json",

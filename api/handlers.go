@@ -46,33 +46,60 @@ func (s *Server) getTenant(c echo.Context) error {
 	return c.JSON(http.StatusOK, t)
 }
 
-// installBody is tenants.InstallRequest as it arrives, with field values
-// still raw so that a value of the wrong type is reported by name.
+// installBody is the body of PUT and PATCH of an instance as it arrives:
+// properties are pointers so that a missing one is told apart from an
+// empty one, and field values are raw so that a value of the wrong type
+// is reported by name.
 type installBody struct {
-	ConnectorID string                     `json:"connector_id"`
-	AuthMode    string                     `json:"auth_mode"`
+	ConnectorID *string                    `json:"connector_id"`
+	AuthMode    *string                    `json:"auth_mode"`
 	Fields      map[string]json.RawMessage `json:"fields"`
-	Agents      []string                   `json:"agents"`
+	Agents      *[]string                  `json:"agents"`
 }
 
-func (b *installBody) request() (tenants.InstallRequest, error) {
-	req := tenants.InstallRequest{ConnectorID: b.ConnectorID, AuthMode: b.AuthMode, Agents: b.Agents}
-	if b.Fields != nil {
-		req.Fields = make(map[string]*secrets.Secret, len(b.Fields))
+// fields decodes the field values: a string sets, null clears.
+func (b *installBody) fields() (map[string]*secrets.Secret, error) {
+	if b.Fields == nil {
+		return nil, nil
 	}
+	out := make(map[string]*secrets.Secret, len(b.Fields))
 	for name, raw := range b.Fields {
 		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			req.Fields[name] = nil
+			out[name] = nil
 			continue
 		}
 		var v string
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return tenants.InstallRequest{}, badJSON("field %q must be a JSON string or null", "fields."+truncate(name, 64))
+			return nil, badJSON("field %q must be a JSON string or null", "fields."+truncate(name, 64))
 		}
 		sv := secrets.New(v)
-		req.Fields[name] = &sv
+		out[name] = &sv
 	}
-	return req, nil
+	return out, nil
+}
+
+func missingProperty(name string) error {
+	return switchboard.E(switchboard.ErrInvalid, "missing_property",
+		"%s is required: PUT replaces the instance's whole configuration (send \"agents\": [] for an empty allowlist); use PATCH to change only some properties", name)
+}
+
+// request is the body of a PUT: connector_id, auth_mode and agents must
+// all be present, so that a forgotten one never resets the auth mode or
+// empties the allowlist silently.
+func (b *installBody) request() (tenants.InstallRequest, error) {
+	switch {
+	case b.ConnectorID == nil || *b.ConnectorID == "":
+		return tenants.InstallRequest{}, missingProperty("connector_id")
+	case b.AuthMode == nil || *b.AuthMode == "":
+		return tenants.InstallRequest{}, missingProperty("auth_mode")
+	case b.Agents == nil:
+		return tenants.InstallRequest{}, missingProperty("agents")
+	}
+	fields, err := b.fields()
+	if err != nil {
+		return tenants.InstallRequest{}, err
+	}
+	return tenants.InstallRequest{ConnectorID: *b.ConnectorID, AuthMode: *b.AuthMode, Agents: *b.Agents, Fields: fields}, nil
 }
 
 func (s *Server) putInstance(c echo.Context) error {
@@ -95,11 +122,42 @@ func (s *Server) putInstance(c echo.Context) error {
 	return c.JSON(code, view)
 }
 
+// patchInstance changes only the properties the body holds.
+func (s *Server) patchInstance(c echo.Context) error {
+	var body installBody
+	if err := decode(c, &body); err != nil {
+		return err
+	}
+	fields, err := body.fields()
+	if err != nil {
+		return err
+	}
+	view, err := s.cfg.Tenants.Patch(c.Request().Context(), c.Param("tenant"), c.Param("instance"),
+		tenants.InstancePatch{ConnectorID: body.ConnectorID, AuthMode: body.AuthMode, Agents: body.Agents, Fields: fields})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, view)
+}
+
+// logAttention writes a warning for every field row of the views that
+// does not decrypt, naming the row (tenant, instance, field), never a
+// value, so that an operator finds it.
+func (s *Server) logAttention(c echo.Context, tenant string, views ...*tenants.InstanceView) {
+	for _, v := range views {
+		for _, name := range v.Undecryptable() {
+			s.logger(c).Warn("instance field does not decrypt", "tenant", tenant, "tenant_id", string(v.TenantID),
+				"instance", v.Slug, "owner", v.SecretOwner(), "field", name)
+		}
+	}
+}
+
 func (s *Server) listInstances(c echo.Context) error {
 	list, err := s.cfg.Tenants.ListInstances(c.Request().Context(), c.Param("tenant"))
 	if err != nil {
 		return err
 	}
+	s.logAttention(c, c.Param("tenant"), list...)
 	return c.JSON(http.StatusOK, map[string]any{"instances": list})
 }
 
@@ -108,6 +166,7 @@ func (s *Server) getInstance(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.logAttention(c, c.Param("tenant"), v)
 	return c.JSON(http.StatusOK, v)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -169,10 +170,11 @@ func (s *Service) ListTenants(ctx context.Context) ([]*Tenant, error) {
 	return s.store.ListTenants(ctx)
 }
 
-// InstallRequest is the desired state of an instance. Fields maps a field
-// name to its value; a JSON null (or an empty string) clears the stored
-// value; a field that is absent keeps its stored value, so secrets need not
-// be re-entered.
+// InstallRequest is the desired state of an instance: it replaces the
+// connector, auth mode and agent allowlist (an empty Agents is an empty
+// allowlist). Fields maps a field name to its value; a JSON null (or an
+// empty string) clears the stored value; a field that is absent keeps its
+// stored value, so secrets need not be re-entered.
 type InstallRequest struct {
 	ConnectorID string                     `json:"connector_id"`
 	AuthMode    string                     `json:"auth_mode"`
@@ -180,11 +182,25 @@ type InstallRequest struct {
 	Agents      []string                   `json:"agents"`
 }
 
+// Field states of a FieldView.
+const (
+	FieldSet   = "set"
+	FieldUnset = "unset"
+	// FieldUndecryptable: a value is stored but does not decrypt (its
+	// ciphertext was moved, or the key that sealed it is gone). The field
+	// is unusable until a new value is written.
+	FieldUndecryptable = "undecryptable"
+)
+
 // FieldView describes one field of an instance without revealing secrets.
 type FieldView struct {
 	Name   string `json:"name"`
 	Secret bool   `json:"secret"`
-	Set    bool   `json:"set"`
+	// Set reports whether a value is stored (even one that does not
+	// decrypt); State says which of FieldSet, FieldUnset and
+	// FieldUndecryptable the field is in.
+	Set   bool   `json:"set"`
+	State string `json:"state"`
 	// Value is shown for fields the manifest does not mark secret.
 	Value     string     `json:"value,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
@@ -194,6 +210,31 @@ type FieldView struct {
 type InstanceView struct {
 	*Instance
 	Fields []FieldView `json:"fields"`
+	// NeedsAttention is set when something stored with the instance is
+	// unusable (a field that does not decrypt); Attention says what, and
+	// what to do, one sentence per problem, never a value.
+	NeedsAttention bool     `json:"needs_attention"`
+	Attention      []string `json:"attention,omitempty"`
+}
+
+// Undecryptable returns the names of the view's fields whose stored
+// value does not decrypt.
+func (v *InstanceView) Undecryptable() []string {
+	var out []string
+	for _, f := range v.Fields {
+		if f.State == FieldUndecryptable {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// errUndecryptable refuses a change that would keep field rows that do
+// not decrypt: the configuration it would verify and save is incomplete.
+func errUndecryptable(names []string) error {
+	return switchboard.E(switchboard.ErrConflict, "undecryptable",
+		"the stored value of field(s) %s cannot be decrypted; send a new value for each (or null to clear it)",
+		strings.Join(names, ", "))
 }
 
 var agentPattern = regexp.MustCompile(`^[A-Za-z0-9._:@/+-]{1,128}$`)
@@ -210,11 +251,62 @@ const MaxAgents = 256
 // is AuthReady; one whose connector declares none (or whose verification
 // cannot run without a connected user) is activated AuthUnverified, and
 // its Verification says why.
+//
+// Installing the configuration the instance already has writes nothing:
+// its revision and updated_at stay. A field row that does not decrypt must
+// be given a new value (or cleared) by the request, else the install is
+// ErrConflict "undecryptable".
 func (s *Service) Install(ctx context.Context, tenantSlug, slug string, req InstallRequest) (*InstanceView, bool, error) {
 	t, err := s.store.Tenant(ctx, tenantSlug)
 	if err != nil {
 		return nil, false, err
 	}
+	return s.install(ctx, t, slug, req, nil)
+}
+
+// InstancePatch changes some properties of an existing instance (merge
+// semantics): a nil property keeps its value; Fields work as in
+// InstallRequest.
+type InstancePatch struct {
+	ConnectorID *string                    `json:"connector_id"`
+	AuthMode    *string                    `json:"auth_mode"`
+	Fields      map[string]*secrets.Secret `json:"fields,omitempty"`
+	Agents      *[]string                  `json:"agents"`
+}
+
+// Patch applies p to the existing instance slug, with the rules and the
+// verification of Install. An instance that does not exist is ErrNotFound;
+// one changed by another request between the read and the write is
+// ErrConflict "instance_changed".
+func (s *Service) Patch(ctx context.Context, tenantSlug, slug string, p InstancePatch) (*InstanceView, error) {
+	t, err := s.store.Tenant(ctx, tenantSlug)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.store.Instance(ctx, t.ID, slug)
+	if err != nil {
+		return nil, err
+	}
+	req := InstallRequest{ConnectorID: cur.ConnectorID, AuthMode: cur.AuthMode, Agents: cur.Agents, Fields: p.Fields}
+	if p.ConnectorID != nil {
+		req.ConnectorID = *p.ConnectorID
+	}
+	if p.AuthMode != nil {
+		if *p.AuthMode == "" {
+			return nil, invalid("unsupported_auth_mode", "auth_mode must name one of the connector's auth modes, not be empty")
+		}
+		req.AuthMode = *p.AuthMode
+	}
+	if p.Agents != nil {
+		req.Agents = *p.Agents
+	}
+	v, _, err := s.install(ctx, t, slug, req, &cur.Revision)
+	return v, err
+}
+
+// install is Install for tenant t; when expect is set, the instance must
+// still be at revision *expect.
+func (s *Service) install(ctx context.Context, t *Tenant, slug string, req InstallRequest, expect *int64) (*InstanceView, bool, error) {
 	if !switchboard.ValidSlug(slug) {
 		return nil, false, invalid("invalid_slug", "instance slug must be 1-63 lower-case letters, digits and single hyphens")
 	}
@@ -279,80 +371,121 @@ func (s *Service) Install(ctx context.Context, tenantSlug, slug string, req Inst
 		}
 		return nil
 	}
-	state, verification, rev, err := s.verify(ctx, t, conn, slug, req.AuthMode, agents, set, clear, check)
+	pl, err := s.verify(ctx, t, conn, slug, req.AuthMode, agents, set, clear, check, expect)
 	if err != nil {
 		return nil, false, err
 	}
 	in, created, err := s.store.PutInstance(ctx, t.ID, InstanceChange{
 		Slug: slug, ConnectorID: m.ID, ConnectorVersion: m.Version, AuthMode: req.AuthMode,
-		Agents: agents, Set: set, Clear: clear, Check: check,
-		AuthState: state, Verification: verification, IfRevision: &rev,
+		Agents: agents, Set: pl.set, Clear: pl.clear, Check: check,
+		AuthState: pl.state, Verification: pl.verification, IfRevision: &pl.rev,
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug})
+	if created || in.Revision != pl.rev {
+		s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug})
+	}
 	view, err := s.view(ctx, in)
 	return view, created, err
 }
 
+// plan is what an install writes after verification: the field changes
+// that actually change something, the auth state and verification to
+// save, and the revision the instance was at (0: new), which the write
+// must still find.
+type plan struct {
+	set          map[string]secrets.Secret
+	clear        []string
+	state        string
+	verification Verification
+	rev          int64
+}
+
 // verify runs the connector's verification with the configuration the
 // install would leave: the stored field values with set applied and clear
-// removed. It returns the auth state and verification to save, and the
-// revision the instance was at (0: new), which the write must still find.
+// removed. Values equal to the stored ones and clears of fields that hold
+// nothing are dropped from the plan, so that repeating an install writes
+// nothing. When expect is set, the instance must exist at that revision.
 func (s *Service) verify(ctx context.Context, t *Tenant, conn *registry.Connector, slug, mode string, agents []string,
-	set map[string]secrets.Secret, clear []string, check func(map[string]bool) error) (string, Verification, int64, error) {
+	set map[string]secrets.Secret, clear []string, check func(map[string]bool) error, expect *int64) (plan, error) {
 	m := &conn.Manifest
 	cand := &Instance{TenantID: t.ID, Slug: slug, ConnectorID: m.ID, ConnectorVersion: m.Version, AuthMode: mode, Agents: agents}
 	fields := map[string]secrets.Secret{}
-	var rev int64
+	var (
+		rev int64
+		bad []string
+	)
 	cur, err := s.store.Instance(ctx, t.ID, slug)
 	switch {
 	case err == nil:
 		rev = cur.Revision
 		cand.ID, cand.CreatedAt, cand.Revision = cur.ID, cur.CreatedAt, cur.Revision
-		if fields, err = s.store.secrets.GetAll(ctx, t.ID, cur.SecretOwner()); err != nil {
-			return "", Verification{}, 0, err
+		if fields, bad, err = s.store.FieldValues(ctx, cur); err != nil {
+			return plan{}, err
 		}
 	case !errors.Is(err, switchboard.ErrNotFound):
-		return "", Verification{}, 0, err
+		return plan{}, err
 	}
+	if expect != nil && rev != *expect {
+		return plan{}, errInstanceChanged(slug)
+	}
+	pl := plan{set: map[string]secrets.Secret{}, rev: rev}
 	for name, v := range set {
+		if old, ok := fields[name]; !ok || old.Reveal() != v.Reveal() {
+			pl.set[name] = v
+		}
 		fields[name] = v
 	}
 	for _, name := range clear {
+		if _, ok := fields[name]; ok || slices.Contains(bad, name) {
+			pl.clear = append(pl.clear, name)
+		}
 		delete(fields, name)
+	}
+	bad = slices.DeleteFunc(bad, func(name string) bool {
+		_, overwritten := set[name]
+		_, declared := m.Field(name)
+		return overwritten || slices.Contains(clear, name) || !declared
+	})
+	if len(bad) > 0 {
+		return plan{}, errUndecryptable(bad)
 	}
 	stored := map[string]bool{}
 	for name := range fields {
 		stored[name] = true
 	}
 	if err := check(stored); err != nil {
-		return "", Verification{}, 0, err
+		return plan{}, err
 	}
 	if m.Verify == nil {
-		return AuthUnverified, Verification{Message: "not verified: the connector declares no verification; the instance is activated without a test"}, rev, nil
+		pl.state, pl.verification = AuthUnverified, Verification{Message: "not verified: the connector declares no verification; the instance is activated without a test"}
+		return pl, nil
 	}
 	box := s.verifier.Load()
 	if box == nil || box.v == nil {
-		return AuthUnverified, Verification{Message: "not verified: verification is not available on this server"}, rev, nil
+		pl.state, pl.verification = AuthUnverified, Verification{Message: "not verified: verification is not available on this server"}
+		return pl, nil
 	}
 	v, err := box.v.Verify(ctx, Candidate{Tenant: t, Instance: cand, Connector: conn, Fields: fields})
 	if err != nil {
-		return "", Verification{}, 0, err
+		return plan{}, err
 	}
 	switch {
 	case !v.Ran:
-		return AuthUnverified, v, rev, nil
+		pl.state = AuthUnverified
 	case !v.OK:
 		msg := v.Message
 		if msg == "" {
 			msg = "the connector's verification did not pass"
 		}
-		return "", Verification{}, 0, switchboard.E(switchboard.ErrInvalid, "verification_failed",
+		return plan{}, switchboard.E(switchboard.ErrInvalid, "verification_failed",
 			"verification failed, nothing was saved: %s", truncate(msg, 400))
+	default:
+		pl.state = AuthReady
 	}
-	return AuthReady, v, rev, nil
+	pl.verification = v
+	return pl, nil
 }
 
 func fieldNames(m *registry.Manifest) string {
@@ -374,7 +507,9 @@ func truncate(s string, n int) string {
 }
 
 // view renders an instance with its fields: secret ones as set / not set
-// and when they were last updated, the others with their value.
+// and when they were last updated, the others with their value. A field
+// whose value does not decrypt is shown as FieldUndecryptable and the
+// instance as needing attention.
 func (s *Service) view(ctx context.Context, in *Instance) (*InstanceView, error) {
 	metas, err := s.store.secrets.List(ctx, in.TenantID, in.SecretOwner())
 	if err != nil {
@@ -389,19 +524,30 @@ func (s *Service) view(ctx context.Context, in *Instance) (*InstanceView, error)
 	if !ok {
 		return v, nil
 	}
-	var values map[string]secrets.Secret
+	// Every stored row is opened, secret or not, so that one that does
+	// not decrypt is reported before a call trips over it.
+	var (
+		values map[string]secrets.Secret
+		bad    []string
+	)
+	if len(metas) > 0 {
+		if values, bad, err = s.store.FieldValues(ctx, in); err != nil {
+			return nil, err
+		}
+	}
 	for _, f := range conn.Manifest.Env {
-		fv := FieldView{Name: f.Name, Secret: f.Secret}
+		fv := FieldView{Name: f.Name, Secret: f.Secret, State: FieldUnset}
 		if meta, ok := byName[f.Name]; ok {
-			fv.Set = true
+			fv.Set, fv.State = true, FieldSet
 			at := meta.UpdatedAt
 			fv.UpdatedAt = &at
-			if !f.Secret {
-				if values == nil {
-					if values, err = s.store.secrets.GetAll(ctx, in.TenantID, in.SecretOwner()); err != nil {
-						return nil, err
-					}
-				}
+			switch {
+			case slices.Contains(bad, f.Name):
+				fv.State = FieldUndecryptable
+				v.NeedsAttention = true
+				v.Attention = append(v.Attention, fmt.Sprintf(
+					"the stored value of field %s cannot be decrypted (moved ciphertext or lost key): enter it again", f.Name))
+			case !f.Secret:
 				fv.Value = values[f.Name].Reveal()
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -176,8 +177,32 @@ type InstanceChange struct {
 	IfRevision *int64
 }
 
+// errInstanceChanged is the answer to a change that lost a race with
+// another change of the same instance.
+func errInstanceChanged(slug string) error {
+	return switchboard.E(switchboard.ErrConflict, "instance_changed",
+		"instance %q changed while this request was being processed; read it and send the request again", slug)
+}
+
+// sameRow reports whether writing ch over cur would leave the instance row
+// as it is (the verification details are not compared: an unchanged
+// configuration that verified again keeps its first verification).
+func sameRow(cur *Instance, ch InstanceChange, state string) bool {
+	return cur.ConnectorID == ch.ConnectorID && cur.ConnectorVersion == ch.ConnectorVersion &&
+		cur.AuthMode == ch.AuthMode && slices.Equal(cur.Agents, ch.Agents) && cur.AuthState == state
+}
+
 // PutInstance creates or updates the instance in one transaction with its
 // field rows. It reports whether the instance was created.
+//
+// Creation is an upsert (INSERT ... ON CONFLICT DO NOTHING), so two first
+// PUTs of the same instance racing on the unique (tenant, slug) never end
+// in a driver error: the loser sees the winner's row and, when the change
+// is conditional (IfRevision), answers ErrConflict "instance_changed".
+// Updates are compare-and-swap on the revision read in the transaction,
+// with the same answer when another change slipped in between. A change
+// that would leave the row and the field rows as they are writes nothing:
+// revision and updated_at stay.
 func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch InstanceChange) (*Instance, bool, error) {
 	agents, err := json.Marshal(ch.Agents)
 	if err != nil {
@@ -199,8 +224,7 @@ func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch
 				rev = cur.Revision
 			}
 			if rev != *ch.IfRevision {
-				return switchboard.E(switchboard.ErrConflict, "instance_changed",
-					"instance %q changed while its configuration was being verified; send the request again", ch.Slug)
+				return errInstanceChanged(ch.Slug)
 			}
 		}
 		state := ch.AuthState
@@ -223,27 +247,52 @@ func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch
 		}
 		vkind, vmsg := ch.Verification.Kind, ch.Verification.Message
 		if cur == nil {
-			created = true
 			id := switchboard.NewID("ins_")
-			_, err = tx.ExecContext(ctx, `INSERT INTO instances (`+instanceColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8, $9, $10, $11, $12, $13)`,
+			res, err := tx.ExecContext(ctx, `INSERT INTO instances (`+instanceColumns+`)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8, $9, $10, $11, $12, $13)
+				ON CONFLICT (tenant_id, slug) DO NOTHING`,
 				id, string(tenant), ch.Slug, ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now,
 				state, vkind, vmsg, details, verified)
 			if database.IsForeignKeyViolation(err) {
 				return notFound("tenant", string(tenant))
 			}
-		} else {
-			_, err = tx.ExecContext(ctx, `UPDATE instances SET connector_id = $1, connector_version = $2, auth_mode = $3,
+			if err != nil {
+				return fmt.Errorf("writing instance %s: %w", ch.Slug, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("writing instance %s: %w", ch.Slug, err)
+			} else if n == 1 {
+				created = true
+			} else if ch.IfRevision != nil {
+				return errInstanceChanged(ch.Slug) // another first PUT won
+			} else if cur, err = s.instance(ctx, tx, tenant, ch.Slug); err != nil {
+				return err
+			}
+		}
+		switch {
+		case created:
+		case len(ch.Set) == 0 && len(ch.Clear) == 0 && sameRow(cur, ch, state):
+			out = cur // nothing to write
+		default:
+			res, err := tx.ExecContext(ctx, `UPDATE instances SET connector_id = $1, connector_version = $2, auth_mode = $3,
 				agents = $4, revision = revision + 1, updated_at = $5, auth_state = $6, verify_kind = $7,
-				verify_message = $8, verify_details = $9, verified_at = $10 WHERE id = $11 AND tenant_id = $12`,
+				verify_message = $8, verify_details = $9, verified_at = $10
+				WHERE id = $11 AND tenant_id = $12 AND revision = $13`,
 				ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now, state, vkind, vmsg, details, verified,
-				string(cur.ID), string(tenant))
+				string(cur.ID), string(tenant), cur.Revision)
+			if err != nil {
+				return fmt.Errorf("writing instance %s: %w", ch.Slug, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("writing instance %s: %w", ch.Slug, err)
+			} else if n == 0 {
+				return errInstanceChanged(ch.Slug)
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("writing instance %s: %w", ch.Slug, err)
-		}
-		if out, err = s.instance(ctx, tx, tenant, ch.Slug); err != nil {
-			return err
+		if out == nil {
+			if out, err = s.instance(ctx, tx, tenant, ch.Slug); err != nil {
+				return err
+			}
 		}
 		owner := out.SecretOwner()
 		for name, v := range ch.Set {
@@ -273,6 +322,39 @@ func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch
 		return nil, false, err
 	}
 	return out, created, nil
+}
+
+// FieldValues returns the decrypted field values of an instance, by name,
+// and the names of its field rows that do not decrypt (a ciphertext moved
+// to another row, a key no longer in the keyring). One bad row does not
+// hide the others: the instance stays listable and its other fields
+// usable, and the bad row can be overwritten. The names are sorted.
+func (s *Store) FieldValues(ctx context.Context, in *Instance) (map[string]secrets.Secret, []string, error) {
+	values, err := s.secrets.GetAll(ctx, in.TenantID, in.SecretOwner())
+	if err == nil || !errors.Is(err, secrets.ErrUndecryptable) {
+		return values, nil, err
+	}
+	// Some row does not open: read them one by one to find which.
+	metas, err := s.secrets.List(ctx, in.TenantID, in.SecretOwner())
+	if err != nil {
+		return nil, nil, err
+	}
+	values = make(map[string]secrets.Secret, len(metas))
+	var bad []string
+	for _, m := range metas {
+		v, err := s.secrets.Get(ctx, secrets.Ref{Tenant: in.TenantID, Owner: in.SecretOwner(), Name: m.Name})
+		switch {
+		case errors.Is(err, secrets.ErrUndecryptable):
+			bad = append(bad, m.Name)
+		case errors.Is(err, switchboard.ErrNotFound):
+			// deleted meanwhile
+		case err != nil:
+			return nil, nil, err
+		default:
+			values[m.Name] = v
+		}
+	}
+	return values, bad, nil
 }
 
 // DeleteInstance deletes the instance and every secret row it owns.
