@@ -141,17 +141,33 @@ func parseEnvelope(raw []byte) (envelope, error) {
 	return env, nil
 }
 
+// smallObject is the member count up to which checkMembers compares
+// names pairwise (no allocation); larger objects use a set, so that the
+// check stays linear in the number of members.
+const smallObject = 16
+
 // checkMembers refuses repeated member names, and names that are not one
 // of known but equal one when case, Unicode folding and control or format
 // characters are ignored.
 func checkMembers(members []member, known []string) error {
+	var seen map[string]struct{}
+	if len(members) > smallObject {
+		seen = make(map[string]struct{}, len(members))
+	}
 	for i, m := range members {
-		for _, o := range members[:i] {
-			if o.key == m.key {
+		if seen != nil {
+			if _, dup := seen[m.key]; dup {
 				return strictError("a JSON-RPC message must not repeat the member " + quoteKey(m.key))
 			}
+			seen[m.key] = struct{}{}
+		} else {
+			for _, o := range members[:i] {
+				if o.key == m.key {
+					return strictError("a JSON-RPC message must not repeat the member " + quoteKey(m.key))
+				}
+			}
 		}
-		if isKnown(m.key, known) {
+		if len(known) == 0 || isKnown(m.key, known) {
 			continue
 		}
 		folded := strings.Map(func(r rune) rune {

@@ -3,8 +3,11 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -184,4 +187,61 @@ func FuzzScanObject(f *testing.F) {
 			t.Fatalf("%q: scanned %d members, encoding/json %d", body, len(members), len(m))
 		}
 	})
+}
+
+// argumentsBody is a tools/call whose arguments have n distinct members.
+func argumentsBody(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"widgets","arguments":{"action":"get"`)
+	for i := range n {
+		fmt.Fprintf(&b, `,"k%d":%d`, i, i)
+	}
+	b.WriteString(`}}}`)
+	return b.Bytes()
+}
+
+// TestStrictCheckIsLinear: checking 8 times as many argument members takes
+// about 8 times as long, not 64 (80k members once cost 11.7 s of CPU).
+func TestStrictCheckIsLinear(t *testing.T) {
+	t.Parallel()
+	cost := func(n int) time.Duration {
+		body := argumentsBody(n)
+		best := time.Duration(math.MaxInt64)
+		for range 3 {
+			start := time.Now()
+			if _, _, err := parseMessages(body); err != nil {
+				t.Fatal(err)
+			}
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	small, large := cost(5_000), cost(40_000)
+	if ratio := float64(large) / float64(small); ratio > 24 {
+		t.Errorf("5k members: %v, 40k members: %v: ratio %.1f, want about 8 (linear)", small, large, ratio)
+	}
+	body := argumentsBody(40_000)
+	dup := append(bytes.TrimSuffix(body, []byte(`}}}`)), `,"k39999":0}}}`...)
+	if _, _, err := parseMessages(dup); err == nil || !strings.Contains(err.Error(), `"k39999"`) {
+		t.Errorf("a member repeated at the end of 40k was not refused: %v", err)
+	}
+}
+
+// BenchmarkStrictArguments shows the cost per member of the strict check
+// as arguments grow (it must stay flat):
+//
+//	go test -run '^$' -bench StrictArguments ./mcp
+func BenchmarkStrictArguments(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 80_000} {
+		body := argumentsBody(n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, _, err := parseMessages(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/member")
+		})
+	}
 }
