@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 
@@ -276,8 +275,11 @@ func (h *handler) recordList(r *http.Request, a *authorized, version string) *li
 		params = `{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + versionStateless + `","io.modelcontextprotocol/clientCapabilities":{}}}`
 	}
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":` + params + `}`
-	req := httptest.NewRequestWithContext(context.WithValue(context.WithoutCancel(r.Context()), authorizedKey{}, a),
+	req, err := http.NewRequestWithContext(context.WithValue(context.WithoutCancel(r.Context()), authorizedKey{}, a),
 		http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
+	if err != nil {
+		return &listDoc{}
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer recorded")
@@ -287,10 +289,10 @@ func (h *handler) recordList(r *http.Request, a *authorized, version string) *li
 	if version == versionStateless {
 		req.Header.Set(headerMethod, "tools/list")
 	}
-	rec := httptest.NewRecorder()
+	rec := newResponseBuffer()
 	h.sdk.ServeHTTP(rec, req)
-	out := rec.Body.Bytes()
-	if rec.Code != http.StatusOK || !bytes.HasPrefix(out, []byte(recordedPrefix)) ||
+	out := rec.body.Bytes()
+	if rec.code() != http.StatusOK || !bytes.HasPrefix(out, []byte(recordedPrefix)) ||
 		rec.Header().Get("Content-Type") != "application/json" || bytes.Contains(out, []byte(`"nextCursor"`)) {
 		return &listDoc{}
 	}
