@@ -30,6 +30,7 @@ import (
 // Protocol versions.
 const (
 	version20250326  = "2025-03-26"
+	version20250618  = "2025-06-18"
 	versionStateless = "2026-07-28"
 	headerVersion    = "Mcp-Protocol-Version"
 	headerMethod     = "Mcp-Method"

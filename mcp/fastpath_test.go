@@ -2,10 +2,12 @@ package mcp_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,19 +15,34 @@ import (
 	"github.com/switchboardhq/switchboard/mcp"
 )
 
+// differential is one stack served twice: by an endpoint with its fast
+// path and by one that sends everything through the SDK.
+type differential struct {
+	s                *stack
+	tok              string
+	fast, slow       http.Handler
+	fastSrv, slowSrv *httptest.Server
+}
+
+func newDifferential(t *testing.T) *differential {
+	d := &differential{s: newStack(t, dbtest.SQLite(t))}
+	d.tok = d.s.tenant(t, "acme", canaryA, "agent-1")
+	d.fast = mcp.NewHandler(d.s.gw, mcp.Options{})
+	d.slow = mcp.NewHandler(d.s.gw, mcp.Options{DisableFastPath: true})
+	d.fastSrv, d.slowSrv = httptest.NewServer(d.fast), httptest.NewServer(d.slow)
+	t.Cleanup(d.fastSrv.Close)
+	t.Cleanup(d.slowSrv.Close)
+	return d
+}
+
 // TestFastPathMatchesSDK sends the same requests to the endpoint with its
 // fast path and to one that sends everything through the SDK, for every
 // protocol version, and requires byte-identical answers (status, the
 // headers the SDK sets, body).
 func TestFastPathMatchesSDK(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, dbtest.SQLite(t))
-	tok := s.tenant(t, "acme", canaryA, "agent-1")
-	fast := mcp.NewHandler(s.gw, mcp.Options{})
-	slow := mcp.NewHandler(s.gw, mcp.Options{DisableFastPath: true})
-	fastSrv, slowSrv := httptest.NewServer(fast), httptest.NewServer(slow)
-	t.Cleanup(fastSrv.Close)
-	t.Cleanup(slowSrv.Close)
+	d := newDifferential(t)
+	tok, fast, slow, fastSrv, slowSrv := d.tok, d.fast, d.slow, d.fastSrv, d.slowSrv
 
 	type call struct{ method, name, params string }
 	calls := []call{
@@ -48,45 +65,7 @@ func TestFastPathMatchesSDK(t *testing.T) {
 	versions := []string{"", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
 	ids := []string{`1`, `"req-7"`, `-42`}
 	send := func(url, version string, c call, id string) (int, http.Header, []byte) {
-		params := c.params
-		if version == "2026-07-28" {
-			meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
-			switch params {
-			case ``, `{}`:
-				params = `{` + meta + `}`
-			default:
-				params = `{` + meta + `,` + params[1:]
-			}
-		}
-		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"` + c.method + `"`
-		if params != "" {
-			body += `,"params":` + params
-		}
-		body += `}`
-		req, _ := http.NewRequest(http.MethodPost, url+"/workspaces/acme/webhooks/shop.mcp", bytes.NewReader([]byte(body)))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("X-Agent-Id", "agent-1")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if version != "" {
-			req.Header.Set("MCP-Protocol-Version", version)
-		}
-		if version == "2026-07-28" {
-			req.Header.Set("Mcp-Method", c.method)
-			if c.name != "" {
-				req.Header.Set("Mcp-Name", c.name)
-			}
-			if strings.Contains(c.params, `"target":"get"`) {
-				req.Header.Set("Mcp-Param-Target", "get") // x-mcp-header (SEP-2243)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b
+		return sendRaw(t, url, tok, version, c.method, c.name, c.params, message(version, id, c.method, c.params))
 	}
 	for _, v := range versions {
 		for _, c := range calls {
@@ -118,4 +97,220 @@ func TestFastPathMatchesSDK(t *testing.T) {
 	if got := mcp.FastServed(slow); got != 0 {
 		t.Errorf("the SDK-only handler's fast path answered %d", got)
 	}
+}
+
+// metaParams adds the per-request _meta of the 2026-07-28 era to params.
+func metaParams(version, params string) string {
+	if version != "2026-07-28" {
+		return params
+	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	switch params {
+	case ``, `{}`:
+		return `{` + meta + `}`
+	default:
+		return `{` + meta + `,` + params[1:]
+	}
+}
+
+// message is a JSON-RPC message of version; id "" makes a notification.
+func message(version, id, method, params string) string {
+	body := `{"jsonrpc":"2.0"`
+	if id != "" {
+		body += `,"id":` + id
+	}
+	body += `,"method":"` + method + `"`
+	if params = metaParams(version, params); params != "" {
+		body += `,"params":` + params
+	}
+	return body + `}`
+}
+
+// sendRaw posts body to the instance shop of tenant acme on url, with the
+// headers a client of version sends for method, tool name and params.
+func sendRaw(t *testing.T, url, tok, version, method, name, params, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/workspaces/acme/webhooks/shop.mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("X-Agent-Id", "agent-1")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if version != "" {
+		req.Header.Set("MCP-Protocol-Version", version)
+	}
+	if version == "2026-07-28" && method != "" {
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", name)
+		}
+		if strings.Contains(params, `"target":"get"`) {
+			req.Header.Set("Mcp-Param-Target", "get") // x-mcp-header (SEP-2243)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+// TestFastPathRefusesWhatSDKRefuses sends batches, unusual ids, deep
+// nesting and unknown methods to the endpoint with its fast path and to
+// one without it, for every protocol version: the answers are identical,
+// the fast path answers no batch, and each answer is the one JSON-RPC and
+// MCP ask for.
+func TestFastPathRefusesWhatSDKRefuses(t *testing.T) {
+	t.Parallel()
+	d := newDifferential(t)
+	s, tok, fast, fastSrv, slowSrv := d.s, d.tok, d.fast, d.fastSrv, d.slowSrv
+
+	const get = `{"name":"widgets","arguments":{"action":"get","id":"w1"}}`
+	nested := func(depth int) string { // the whole message nests depth deep
+		return `{"name":"widgets","arguments":{"action":"get","id":"w1","x":` +
+			strings.Repeat("[", depth-3) + strings.Repeat("]", depth-3) + `}}`
+	}
+	batchOf := func(v string, n int) string {
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = message(v, fmt.Sprint(i+1), "tools/list", "")
+		}
+		return "[" + strings.Join(msgs, ",") + "]"
+	}
+	legacyBatch := func(v string) bool { return v == "" || v == "2025-03-26" }
+	type edge struct {
+		name, method, tool, params string
+		body                       func(v string) string
+		// status and body (a substring) wanted, by version.
+		want func(v string) (int, string)
+		// calls is how many upstream calls the request may make.
+		calls int
+	}
+	fixed := func(status int, sub string) func(string) (int, string) {
+		return func(string) (int, string) { return status, sub }
+	}
+	batchOnly := func(sub string) func(string) (int, string) {
+		return func(v string) (int, string) {
+			if legacyBatch(v) {
+				return 200, sub
+			}
+			return 400, "batching is not supported"
+		}
+	}
+	id := func(id, method, params string) func(string) string {
+		return func(v string) string { return message(v, id, method, params) }
+	}
+	edges := []edge{
+		{name: "batch of one tools/call", method: "tools/call", tool: "widgets", params: get,
+			body:  func(v string) string { return "[" + message(v, "1", "tools/call", get) + "]" },
+			want:  batchOnly(`[{"jsonrpc":"2.0","id":1,"result":`),
+			calls: 1},
+		{name: "batch of one tools/list", body: func(v string) string { return batchOf(v, 1) },
+			want: batchOnly(`[{"jsonrpc":"2.0","id":1,"result":{`)},
+		{name: "batch of 32", body: func(v string) string { return batchOf(v, mcp.MaxBatch) },
+			want: batchOnly(`{"jsonrpc":"2.0","id":32,"result":{`)},
+		{name: "batch of 33", body: func(v string) string { return batchOf(v, mcp.MaxBatch+1) },
+			want: fixed(400, `"code":-32600,"message":"invalid_request: a JSON-RPC batch may hold at most 32 messages`)},
+		{name: "batch with an unknown method and notification",
+			body: func(v string) string {
+				return "[" + message(v, "1", "tools/list", "") + "," + message(v, `"u"`, "no/such", "") + "," + message(v, "", "notifications/nope", "") + "]"
+			},
+			want: batchOnly(`{"jsonrpc":"2.0","id":"u","error":{"code":-32601,"message":"method_not_found: the server has no method \"no/such\""`)},
+		{name: "batch of unknown notifications", body: func(v string) string { return "[" + message(v, "", "notifications/nope", "") + "]" },
+			want: func(v string) (int, string) {
+				if legacyBatch(v) {
+					return 202, ""
+				}
+				return 400, "batching is not supported"
+			}},
+		{name: "id 1.5", method: "tools/list", body: id("1.5", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id 1e3", method: "tools/list", body: id("1e3", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id -0", method: "tools/list", body: id("-0", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id 2^64", method: "tools/list", body: id("12345678901234567890", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id true", method: "tools/list", body: id("true", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id null", method: "tools/list", body: id("null", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id 2^63-1", method: "tools/list", body: id("9223372036854775807", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id 2^53", method: "tools/list", body: id("9007199254740992", "tools/list", ""), want: fixed(400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`)},
+		{name: "id 2^53-1", method: "tools/call", tool: "widgets", params: get, body: id("9007199254740991", "tools/call", get),
+			want: fixed(200, `{"jsonrpc":"2.0","id":9007199254740991,"result":`), calls: 1},
+		{name: "id -(2^53-1)", method: "tools/call", tool: "widgets", params: get, body: id("-9007199254740991", "tools/call", get),
+			want: fixed(200, `{"jsonrpc":"2.0","id":-9007199254740991,"result":`), calls: 1},
+		{name: "id string with escapes", method: "tools/call", tool: "widgets", params: get, body: id(`"a\u0041<"`, "tools/call", get),
+			want: fixed(200, `"result":`), calls: 1},
+		{name: "id 0", method: "tools/call", tool: "widgets", params: get, body: id("0", "tools/call", get),
+			want: fixed(200, `{"jsonrpc":"2.0","id":0,"result":`), calls: 1},
+		{name: "nesting at the limit", method: "tools/call", tool: "widgets", params: nested(mcp.MaxNesting), body: id("1", "tools/call", nested(mcp.MaxNesting)),
+			want: fixed(200, `{"jsonrpc":"2.0","id":1,"result":`)},
+		{name: "nesting past the limit", method: "tools/call", tool: "widgets", params: nested(mcp.MaxNesting + 1), body: id("1", "tools/call", nested(mcp.MaxNesting+1)),
+			want: fixed(400, `"code":-32600,"message":"invalid_request: the request nests objects and arrays more than 64 deep"`)},
+		{name: "nesting 1,001", method: "tools/call", tool: "widgets", params: nested(1001), body: id("1", "tools/call", nested(1001)),
+			want: fixed(400, `"code":-32600`)},
+		{name: "nesting 10,000", method: "tools/call", tool: "widgets", params: nested(10_000), body: id("1", "tools/call", nested(10_000)),
+			want: fixed(400, `"code":-32600`)},
+		{name: "nested batch", body: func(v string) string { return "[[" + message(v, "1", "tools/list", "") + "]]" },
+			want: fixed(400, `"code":-32600`)},
+		{name: "unknown method", method: "no/such", body: id("7", "no/such", ""),
+			want: func(v string) (int, string) {
+				if v == "2026-07-28" {
+					return 404, `{"jsonrpc":"2.0","id":7,"error":{"code":-32601`
+				}
+				return 200, `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"method_not_found: the server has no method \"no/such\""`
+			}},
+		{name: "unknown method, huge name", method: "x", body: id("7", strings.Repeat("x", 100_000), ""),
+			want: func(v string) (int, string) {
+				if v == "2026-07-28" {
+					return 404, `"code":-32601`
+				}
+				return 200, `"code":-32601`
+			}},
+		{name: "unknown notification", method: "notifications/nope", body: id("", "notifications/nope", ""), want: fixed(202, "")},
+	}
+	for _, v := range []string{"", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"} {
+		for _, e := range edges {
+			name := fmt.Sprintf("%s v=%q", e.name, v)
+			body := e.body(v)
+			servedBefore, hitsBefore := mcp.FastServed(fast), s.up.hits.Load()
+			fs, fh, fb := sendRaw(t, fastSrv.URL, tok, v, e.method, e.tool, e.params, body)
+			ss, sh, sb := sendRaw(t, slowSrv.URL, tok, v, e.method, e.tool, e.params, body)
+			if fs != ss || !sameAnswers(fb, sb) || fh.Get("Content-Type") != sh.Get("Content-Type") {
+				t.Errorf("%s:\nfast %d %.500s\nsdk  %d %.500s", name, fs, fb, ss, sb)
+			}
+			status, sub := e.want(v)
+			if fs != status || !strings.Contains(string(fb), sub) {
+				t.Errorf("%s: got %d %.300s\nwant %d and %s", name, fs, fb, status, sub)
+			}
+			if len(fb) > 2000 && e.name == "unknown method, huge name" {
+				t.Errorf("%s: %d bytes answered", name, len(fb))
+			}
+			if strings.HasPrefix(body, "[") && mcp.FastServed(fast) != servedBefore {
+				t.Errorf("%s: the fast path answered a batch", name)
+			}
+			if hits := s.up.hits.Load() - hitsBefore; hits > int64(2*e.calls) || (fs >= 400 && hits != 0) {
+				t.Errorf("%s: %d upstream calls (status %d)", name, hits, fs)
+			}
+		}
+	}
+}
+
+// sameAnswers reports whether a and b are the same answer: equal bytes,
+// or batch answers with the same elements in any order (the SDK writes
+// them as they complete).
+func sameAnswers(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var ea, eb []json.RawMessage
+	if json.Unmarshal(a, &ea) != nil || json.Unmarshal(b, &eb) != nil || len(ea) != len(eb) {
+		return false
+	}
+	sorted := func(e []json.RawMessage) []string {
+		out := make([]string, len(e))
+		for i, m := range e {
+			out[i] = string(m)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(sorted(ea), sorted(eb))
 }

@@ -231,13 +231,10 @@ func requestID(body []byte) json.RawMessage {
 			id = m.raw
 		}
 	}
-	if len(id) == 0 || len(id) > 200 {
+	if len(id) == 0 || len(id) > 200 || !validID(id) {
 		return nullID
 	}
-	if id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9') {
-		return json.RawMessage(id)
-	}
-	return nullID
+	return json.RawMessage(id)
 }
 
 func writeRPCError(w http.ResponseWriter, id json.RawMessage, status, rpcCode int, code, msg string) {
@@ -248,8 +245,14 @@ func writeRPCError(w http.ResponseWriter, id json.RawMessage, status, rpcCode in
 		h.Set("WWW-Authenticate", "Bearer")
 	}
 	w.WriteHeader(status)
+	w.Write(append(rpcErrorJSON(id, rpcCode, code, msg), '\n'))
+}
+
+// rpcErrorJSON is a JSON-RPC error response: message "<code>: <msg>",
+// data {"code": code}.
+func rpcErrorJSON(id json.RawMessage, rpcCode int, code, msg string) []byte {
 	b, _ := json.Marshal(rpcError{JSONRPC: "2.0", ID: id, Error: rpcDetail{Code: rpcCode, Message: code + ": " + msg, Data: map[string]any{"code": code}}})
-	w.Write(append(b, '\n'))
+	return b
 }
 
 // isLoopbackHost reports whether a Host header names a loopback address.
@@ -329,28 +332,41 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	msgs, code, msg := checkJSONRPC(body)
+	msgs, isBatch, code, msg := checkJSONRPC(body)
 	if code != 0 {
 		log.Info("mcp request refused", "code", rpcCodeName(code), "agent", p.AgentID)
 		writeRPCError(w, requestID(body), http.StatusBadRequest, code, rpcCodeName(code), msg)
 		return
 	}
-
-	if len(msgs) == 1 {
-		if msg := checkParamHeader(r, &msgs[0], t.API()); msg != "" {
-			log.Info("mcp request refused", "code", "header_mismatch", "agent", p.AgentID)
-			writeRPCError(w, requestID(body), http.StatusBadRequest, codeHeaderMismatch, "header_mismatch", msg)
-			return
-		}
-	}
 	a := &authorized{principal: p, target: t, log: log}
-	if !h.opts.DisableFastPath && len(msgs) == 1 && msgs[0].hasMethod && msgs[0].id != nil {
-		if h.serveFast(w, r, a, &msgs[0], body) {
+	r = r.WithContext(context.WithValue(ctx, authorizedKey{}, a))
+	version := r.Header.Get(headerVersion)
+	if isBatch {
+		h.serveBatch(w, r, msgs, body, version)
+		return
+	}
+	env := &msgs[0]
+	if msg := checkParamHeader(r, env, t.API()); msg != "" {
+		log.Info("mcp request refused", "code", "header_mismatch", "agent", p.AgentID)
+		writeRPCError(w, requestID(body), http.StatusBadRequest, codeHeaderMismatch, "header_mismatch", msg)
+		return
+	}
+	if unknownMethod(env) && knownVersion(version) {
+		log.Info("mcp request refused", "code", "method_not_found", "agent", p.AgentID)
+		writeMethodNotFound(w, env, version)
+		return
+	}
+	if !h.opts.DisableFastPath && env.hasMethod && env.id != nil {
+		if h.serveFast(w, r, a, env, body) {
 			h.fastServed.Add(1)
 			return
 		}
 	}
-	r = r.WithContext(context.WithValue(ctx, authorizedKey{}, a))
+	h.serveSDK(w, r, body)
+}
+
+// serveSDK hands the request, with body, to the SDK.
+func (h *handler) serveSDK(w http.ResponseWriter, r *http.Request, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	h.sdk.ServeHTTP(w, r)
@@ -421,19 +437,26 @@ func rpcCodeName(code int) string {
 
 // checkJSONRPC checks that body is a JSON-RPC 2.0 message (or a batch of
 // them) and splits it strictly (see strict.go).
-func checkJSONRPC(body []byte) ([]envelope, int, string) {
+func checkJSONRPC(body []byte) ([]envelope, bool, int, string) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
-		return nil, codeInvalidRequest, "the request body is empty; send a JSON-RPC 2.0 message"
+		return nil, false, codeInvalidRequest, "the request body is empty; send a JSON-RPC 2.0 message"
 	}
 	if !json.Valid(trimmed) {
-		return nil, codeParseError, "the request body is not valid JSON"
+		return nil, false, codeParseError, "the request body is not valid JSON"
 	}
-	msgs, _, err := parseMessages(trimmed)
+	msgs, isBatch, err := parseMessages(trimmed)
 	if err != nil {
-		return nil, codeInvalidRequest, err.Error()
+		return nil, isBatch, codeInvalidRequest, err.Error()
 	}
-	return msgs, 0, ""
+	return msgs, isBatch, 0, ""
+}
+
+// knownVersion reports whether the SDK serves protocol version v (""
+// meaning the default, 2025-03-26); requests of other versions go to the
+// SDK, which refuses them.
+func knownVersion(v string) bool {
+	return v == "" || v == versionStateless || legacyVersions[v]
 }
 
 // getServer returns the shared *mcp.Server of the request's connector.

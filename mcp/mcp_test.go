@@ -393,9 +393,10 @@ func TestMCPEndpoint(t *testing.T) {
 					t.Errorf("%s: error %d %s, want %d %s", tc.name, rpc, code, tc.rpc, tc.code)
 				}
 			}
-			// A well-formed request for an unknown method is the SDK's.
+			// A well-formed request for an unknown method is a JSON-RPC
+			// error a client reads as the call's, not a transport failure.
 			r := s.post(t, s.mcpURL("acme", "shop"), tokA, "agent-1", []byte(`{"jsonrpc": "2.0", "id": 1, "method": "tools/explode"}`))
-			if r.status < 400 {
+			if rpc, code := rpcRefusal(t, r); r.status != 200 || rpc != -32601 || code != "method_not_found" {
 				t.Errorf("unknown method: status %d (%s)", r.status, r.body)
 			}
 			if n := s.up.hits.Load() - before; n != 0 {

@@ -3,6 +3,8 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -32,6 +34,7 @@ type envelope struct {
 	result    bool
 	error     bool
 	jsonrpc   string
+	raw       []byte // the whole message
 }
 
 // Member names the protocol reads, by object.
@@ -39,6 +42,21 @@ var (
 	envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 	paramsKeys   = []string{"name", "arguments", "cursor", "_meta", "uri", "protocolVersion", "capabilities", "clientInfo", "level", "ref", "argument", "task", "requestState", "inputResponses"}
 	metaKeys     = []string{"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel", "progressToken", "targetUserId"}
+)
+
+// Limits of a request body, applied before the fast path or the SDK reads
+// it, so that both accept and refuse the same bodies.
+const (
+	// MaxBatch is the most messages a JSON-RPC batch may hold. Batches are
+	// only accepted from clients of protocol version 2025-03-26 or that send
+	// no version (2025-06-18 removed them); each message may call an
+	// upstream, so an unbounded batch multiplies one request's cost.
+	MaxBatch = 32
+	// MaxNesting is the deepest nesting of objects and arrays a request
+	// body may have, counting the message itself as 1. The SDK's decoder
+	// refuses more than 1,000 and encoding/json more than 10,000; one limit
+	// checked here, lower than both, decides for every path.
+	MaxNesting = 64
 )
 
 // strictError says why a message is refused.
@@ -54,10 +72,16 @@ func parseMessages(body []byte) ([]envelope, bool, error) {
 		// JSON text is UTF-8 (RFC 8259); decoders differ on what else means.
 		return nil, false, strictError("the request body is not valid UTF-8")
 	}
+	if tooDeep(body, MaxNesting) {
+		return nil, body[0] == '[', strictError(fmt.Sprintf("the request nests objects and arrays more than %d deep", MaxNesting))
+	}
 	if body[0] == '[' {
 		elems, ok := scanArray(body)
 		if !ok || len(elems) == 0 {
 			return nil, true, strictError("a JSON-RPC batch must be a non-empty array of messages")
+		}
+		if len(elems) > MaxBatch {
+			return nil, true, strictError(fmt.Sprintf("a JSON-RPC batch may hold at most %d messages; this one holds %d", MaxBatch, len(elems)))
 		}
 		out := make([]envelope, 0, len(elems))
 		for _, e := range elems {
@@ -77,7 +101,7 @@ func parseMessages(body []byte) ([]envelope, bool, error) {
 }
 
 func parseEnvelope(raw []byte) (envelope, error) {
-	var env envelope
+	env := envelope{raw: raw}
 	members, ok := scanObject(raw)
 	if !ok {
 		return env, strictError("a JSON-RPC message must be an object")
@@ -105,6 +129,9 @@ func parseEnvelope(raw []byte) (envelope, error) {
 		case "error":
 			env.error = true
 		}
+	}
+	if env.id != nil && !validID(env.id) && !(env.error && string(env.id) == "null") {
+		return env, strictError("a JSON-RPC id must be a string or an integer from -(2^53-1) to 2^53-1")
 	}
 	if env.jsonrpc != "2.0" {
 		return env, strictError(`a JSON-RPC message must have "jsonrpc": "2.0"`)
@@ -200,6 +227,48 @@ func quoteKey(k string) string {
 	}
 	b, _ := json.Marshal(k)
 	return string(b)
+}
+
+// maxID is the largest integer id: 2^53-1, the largest integer every
+// decoder holds exactly (the SDK reads numeric ids through a float64:
+// 1.5 came back as 1, and 12345678901234567890 or 2^63-1 as a negative
+// number; JavaScript clients have the same bound).
+const maxID = 1<<53 - 1
+
+// validID reports whether raw is an id every path writes back unchanged: a
+// string, or an integer without fraction or exponent from -maxID to maxID.
+func validID(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '"' {
+		return true
+	}
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return false // null, true, false, an object or an array
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return err == nil && n >= -maxID && n <= maxID && string(raw) != "-0" // the SDK writes -0 back as 0
+}
+
+// tooDeep reports whether the valid JSON b nests objects and arrays more
+// than max deep.
+func tooDeep(b []byte, max int) bool {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i) - 1
+		case '{', '[':
+			depth++
+			if depth > max {
+				return true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
 }
 
 // decodeString decodes a JSON string value.
