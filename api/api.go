@@ -99,6 +99,9 @@ func New(cfg Config) *Server {
 	e.DELETE("/v1/providers/:provider", s.deleteProvider, op)
 	e.GET("/v1/tenants/:tenant/audit", s.listAudit, op)
 	e.POST("/v1/tenants/:tenant/instances/:instance/test", s.testInstance, op)
+	e.POST("/v1/operator-tokens", s.createOperatorToken, op)
+	e.GET("/v1/operator-tokens", s.listOperatorTokens, op)
+	e.DELETE("/v1/operator-tokens/:token", s.revokeOperatorToken, op)
 	return s
 }
 

@@ -73,9 +73,9 @@ func newEnv(t *testing.T, db *database.DB) *env {
 	cat := loadCatalog(t)
 	svc := tenants.NewService(tenants.NewStore(db, secrets.NewStore(db, kr)), cat)
 	ops := auth.NewOperators(db)
-	gen, err := ops.Ensure(ctx, "")
+	gen, _, err := ops.GenerateFirst(ctx)
 	if err != nil || gen.IsZero() {
-		t.Fatalf("Ensure = %v; want a generated token", err)
+		t.Fatalf("GenerateFirst = %v; want a generated token", err)
 	}
 	e := &env{t: t, db: db, token: gen.Reveal(), logs: &logtest.Buffer{}}
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

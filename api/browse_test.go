@@ -87,7 +87,7 @@ func newBrowseEnv(t *testing.T, dir string) *browseEnv {
 	}
 	db := dbtest.SQLite(t)
 	ops := auth.NewOperators(db)
-	tok, err := ops.Ensure(context.Background(), "")
+	tok, _, err := ops.GenerateFirst(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/database"
@@ -19,12 +20,8 @@ func TestOperatorsEnvToken(t *testing.T) {
 		const env = "operator-env-token-canary-1234567890"
 		ops := auth.NewOperators(db)
 		for range 2 { // idempotent
-			gen, err := ops.Ensure(ctx, env)
-			if err != nil {
+			if err := ops.UseEnvToken(ctx, env); err != nil {
 				t.Fatal(err)
-			}
-			if !gen.IsZero() {
-				t.Fatal("Ensure with an env token generated a token")
 			}
 		}
 		if n := dbtest.Count(t, db, "operator_tokens", ""); n != 1 {
@@ -54,10 +51,32 @@ func TestOperatorsEnvToken(t *testing.T) {
 				t.Errorf("Verify(%.20q...) = %v, want %v", tc.token, got, tc.want)
 			}
 		}
-		// With a token stored, Ensure without an env token generates none.
-		gen, err := auth.NewOperators(db).Ensure(ctx, "")
+		// With a live token stored, a start generates none.
+		gen, _, err := auth.NewOperators(db).GenerateFirst(ctx)
 		if err != nil || !gen.IsZero() {
-			t.Fatalf("Ensure(\"\") after an env token = %v, %v; want no token", gen.IsZero(), err)
+			t.Fatalf("GenerateFirst after an env token = %v, %v; want no token", gen.IsZero(), err)
+		}
+		// Changing SWITCHBOARD_ADMIN_TOKEN revokes the old value: at once
+		// on a replica that had not verified it, and within the touch
+		// interval on one that had it cached.
+		clock := time.Now().UTC()
+		cached := auth.NewOperators(db).WithClock(func() time.Time { return clock })
+		if !cached.Verify(ctx, env) {
+			t.Fatal("the env token does not verify")
+		}
+		const next = "operator-env-token-canary-next-0987654321"
+		if err := auth.NewOperators(db).UseEnvToken(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		if auth.NewOperators(db).Verify(ctx, env) {
+			t.Fatal("the previous SWITCHBOARD_ADMIN_TOKEN still verifies after it changed")
+		}
+		clock = clock.Add(auth.OperatorTouchInterval)
+		if cached.Verify(ctx, env) {
+			t.Fatal("a replica accepts the previous SWITCHBOARD_ADMIN_TOKEN past the touch interval")
+		}
+		if !cached.Verify(ctx, next) {
+			t.Fatal("the new SWITCHBOARD_ADMIN_TOKEN does not verify")
 		}
 	})
 }
@@ -74,7 +93,7 @@ func TestOperatorsGeneratedToken(t *testing.T) {
 		)
 		for range 4 {
 			wg.Go(func() {
-				gen, err := auth.NewOperators(db).Ensure(ctx, "")
+				gen, _, err := auth.NewOperators(db).GenerateFirst(ctx)
 				if err != nil {
 					t.Error(err)
 					return
@@ -102,9 +121,9 @@ func TestOperatorsGeneratedToken(t *testing.T) {
 		}
 		// Later starts generate nothing; the token keeps working.
 		ops := auth.NewOperators(db)
-		gen, err := ops.Ensure(ctx, "")
+		gen, _, err := ops.GenerateFirst(ctx)
 		if err != nil || !gen.IsZero() {
-			t.Fatalf("second Ensure = %v, %v; want no token", gen.IsZero(), err)
+			t.Fatalf("second GenerateFirst = %v, %v; want no token", gen.IsZero(), err)
 		}
 		if !ops.Verify(ctx, token) {
 			t.Fatal("the generated token does not verify")
@@ -121,7 +140,7 @@ func TestOperatorsCacheAvoidsTheStore(t *testing.T) {
 	ctx := context.Background()
 	ops := auth.NewOperators(db)
 	const env = "operator-env-token-for-cache-test"
-	if _, err := ops.Ensure(ctx, env); err != nil {
+	if err := ops.UseEnvToken(ctx, env); err != nil {
 		t.Fatal(err)
 	}
 	if !ops.Verify(ctx, env) {
@@ -136,4 +155,84 @@ func TestOperatorsCacheAvoidsTheStore(t *testing.T) {
 	if ops.Verify(ctx, "unknown-token") {
 		t.Fatal("an unknown token verified with the store down")
 	}
+}
+
+// Named tokens: created once shown, listed without the token, last use
+// recorded at most once per interval, revoked through the store (this
+// replica at once, another within the interval), and a start after every
+// token is revoked generates a new one.
+func TestOperatorsCreateListRevoke(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		clock := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		now := func() time.Time { return clock }
+		a, b := auth.NewOperators(db).WithClock(now), auth.NewOperators(db).WithClock(now)
+		if _, _, err := a.Create(ctx, " "); err == nil {
+			t.Fatal("a token without a name was created")
+		}
+		token, rec, err := a.Create(ctx, "ci deploys")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.ID == "" || rec.Name != "ci deploys" || rec.Source != auth.OperatorSourceCreated || !strings.HasPrefix(token.Reveal(), auth.OperatorTokenPrefix) {
+			t.Fatalf("created %+v", rec)
+		}
+		lastUsed := func() *time.Time {
+			list, err := a.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range list {
+				if r.ID == rec.ID {
+					return r.LastUsedAt
+				}
+			}
+			t.Fatalf("token %s not listed in %+v", rec.ID, list)
+			return nil
+		}
+		if lastUsed() != nil {
+			t.Fatal("an unused token has a last-used time")
+		}
+		if !b.Verify(ctx, token.Reveal()) {
+			t.Fatal("the created token does not verify")
+		}
+		first := lastUsed()
+		if first == nil || !first.Equal(clock) {
+			t.Fatalf("last used = %v, want %v", first, clock)
+		}
+		clock = clock.Add(auth.OperatorTouchInterval / 2)
+		b.Verify(ctx, token.Reveal())
+		if got := lastUsed(); !got.Equal(*first) {
+			t.Fatalf("last used written again within the interval: %v", got)
+		}
+		clock = clock.Add(auth.OperatorTouchInterval)
+		b.Verify(ctx, token.Reveal())
+		if got := lastUsed(); !got.Equal(clock) {
+			t.Fatalf("last used = %v after the interval, want %v", got, clock)
+		}
+
+		if _, err := a.Revoke(ctx, "opt_nope"); err == nil {
+			t.Fatal("revoking an unknown token succeeded")
+		}
+		a.Verify(ctx, token.Reveal())
+		revoked, err := a.Revoke(ctx, rec.ID)
+		if err != nil || revoked.RevokedAt == nil {
+			t.Fatalf("Revoke = %+v, %v", revoked, err)
+		}
+		if a.Verify(ctx, token.Reveal()) {
+			t.Fatal("the revoking replica still accepts the token")
+		}
+		clock = clock.Add(auth.OperatorTouchInterval)
+		if b.Verify(ctx, token.Reveal()) {
+			t.Fatal("another replica accepts a revoked token past the interval")
+		}
+		again, _, err := auth.NewOperators(db).GenerateFirst(ctx)
+		if err != nil || again.IsZero() {
+			t.Fatalf("GenerateFirst with every token revoked = %v, %v; want a new token", again.IsZero(), err)
+		}
+		if !auth.NewOperators(db).Verify(ctx, again.Reveal()) {
+			t.Fatal("the regenerated token does not verify")
+		}
+	})
 }

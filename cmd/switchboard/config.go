@@ -92,8 +92,8 @@ func (c *config) keyFile() string {
 	return filepath.Join(c.DataDir, "master.key")
 }
 
-// keyOptions says where the master key comes from. Only the embedded,
-// non-production default may create a key file.
+// keyOptions says where the master key comes from. Only serve on the
+// embedded, non-production default may create a key file.
 func (c *config) keyOptions() secrets.KeyOptions {
 	var prev []string
 	if !c.PreviousKeys.IsZero() {
@@ -103,7 +103,8 @@ func (c *config) keyOptions() secrets.KeyOptions {
 		Env:      c.MasterKey.Reveal(),
 		Previous: prev,
 		File:     c.keyFile(),
-		Create:   c.Env != envProduction && c.MasterKeyFile == "",
+		// keys rotate|check never create one: a new key would open nothing.
+		Create: c.Env != envProduction && c.MasterKeyFile == "" && c.cmd != cmdKeys,
 	}
 }
 

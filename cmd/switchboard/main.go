@@ -3,6 +3,8 @@
 //	switchboard serve       run the server (embedded store unless SWITCHBOARD_DATABASE_URL)
 //	switchboard migrate     apply database migrations
 //	switchboard connector   generate, lint, index, hash, sign and verify connector packages
+//	switchboard admin token create, list and revoke operator tokens on the store
+//	switchboard keys        re-seal stored secrets under the current master key
 //
 // Every flag has an environment equivalent; run a command with -h for them.
 package main
@@ -42,6 +44,9 @@ commands:
   serve       run the server (embedded SQLite store unless SWITCHBOARD_DATABASE_URL is set)
   migrate     apply database migrations and exit
   connector   generate, lint, index, hash, sign and verify connector packages
+  admin token create, list or revoke operator tokens directly on the store (recovery)
+  keys        rotate: re-seal every stored secret under the current master key;
+              check: report rows still sealed under a previous key
 
 Run "switchboard <command> -h" for the command's flags.
 `
@@ -66,6 +71,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, cfg, logger, stderr)
 	case "connector":
 		return runConnector(ctx, rest, stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, rest, getenv, stdout, stderr)
+	case "keys":
+		return runKeys(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -37,9 +37,9 @@ type app struct {
 	logger  *slog.Logger
 	db      *database.DB
 	handler http.Handler
-	// generatedAdminToken is set when this start created the operator
-	// token; serve prints it once.
-	generatedAdminToken secrets.Secret
+	// operators holds the operator tokens; serve generates the first one
+	// once its listener is bound.
+	operators *auth.Operators
 	// audit writes audit rows in the background; Close flushes it.
 	audit *audit.Writer
 	// catalog is the connector catalog; remote, when the catalog comes
@@ -56,7 +56,7 @@ type app struct {
 // handlers. On the embedded store it applies migrations.
 func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error) {
 	logger.Info("starting switchboard", "config", cfg.logValue())
-	db, err := database.Open(ctx, cfg.DatabaseURL.Reveal(), cfg.DataDir)
+	db, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -67,15 +67,6 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 			db.Close()
 		}
 	}()
-	if db.Dialect == database.SQLite {
-		ran, err := db.Migrate(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("migrating the embedded store: %w", err)
-		}
-		logger.Info("embedded store ready", "path", db.Path, "migrations_applied", len(ran))
-	} else if err := db.Ready(ctx); err != nil {
-		logger.Warn("store not ready; /readyz reports 503 until it is", "reason", err.Error())
-	}
 
 	keys, src, err := secrets.LoadKeyring(cfg.keyOptions())
 	if err != nil {
@@ -104,7 +95,8 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 	tenantSvc := tenants.NewService(tenantStore, cat)
 	a.tenants = tenantSvc
 	operators := auth.NewOperators(db)
-	if a.generatedAdminToken, err = operators.Ensure(ctx, cfg.AdminToken.Reveal()); err != nil {
+	a.operators = operators
+	if err := operators.UseEnvToken(ctx, cfg.AdminToken.Reveal()); err != nil {
 		return nil, fmt.Errorf("setting up the operator token: %w", err)
 	}
 
@@ -271,10 +263,18 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writ
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
 	}
-	if !a.generatedAdminToken.IsZero() {
+	// The first operator token is generated only now that the server can
+	// be reached, so a failed start never stores a token nobody saw.
+	token, rec, err := a.operators.GenerateFirst(ctx)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("generating the operator token: %w", err)
+	}
+	if !token.IsZero() {
 		// Printed once, to the terminal, never into the JSON log.
 		fmt.Fprintf(stderr, "\n%s\n  Operator token for the admin API (shown once; only its hash is stored):\n\n    %s\n\n  export SWITCHBOARD_ADMIN_TOKEN=%s\n%s\n\n",
-			strings.Repeat("=", 72), a.generatedAdminToken.Reveal(), a.generatedAdminToken.Reveal(), strings.Repeat("=", 72))
+			strings.Repeat("=", 72), token.Reveal(), token.Reveal(), strings.Repeat("=", 72))
+		logger.Warn("generated the first operator token and printed it on the terminal (shown once)", "token_id", rec.ID)
 	}
 	if cfg.DebugAddr != "" {
 		stop, err := startDebug(cfg.DebugAddr, logger)

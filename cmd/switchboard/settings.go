@@ -97,7 +97,13 @@ var settings = []setting{
 		help:  "comma-separated base64 keys that still open older rows until `switchboard keys rotate` re-seals them",
 		field: func(c *config) any { return &c.PreviousKeys }},
 	{env: "SWITCHBOARD_ADMIN_TOKEN", defDoc: "generated and printed once at first start", secret: true, cmds: cmdServe,
-		help: "operator bearer token of the admin API; a changed value revokes the previous one", field: func(c *config) any { return &c.AdminToken }},
+		help: "operator bearer token of the admin API; a changed value revokes the previous one", field: func(c *config) any { return &c.AdminToken },
+		show: func(c *config) string {
+			if c.AdminToken.IsZero() {
+				return "unset: tokens from the store only"
+			}
+			return "set"
+		}},
 	{flag: "allow-upstream-cidrs", env: "SWITCHBOARD_ALLOW_UPSTREAM_CIDRS", defDoc: "none", cmds: cmdServe,
 		help: "comma-separated CIDRs upstream calls may reach although private or loopback", field: func(c *config) any { return &c.AllowUpstreams }},
 	{flag: "public-url", env: "SWITCHBOARD_PUBLIC_URL", defDoc: "http://<addr>", cmds: cmdServe,
