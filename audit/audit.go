@@ -3,17 +3,18 @@
 // never arguments, never secrets — and lists a tenant's rows.
 //
 // Rows are written by a Writer, asynchronously and in batches, so that the
-// tools/call path costs no database round trip; Close flushes what is
-// queued.
+// tools/call path costs no database round trip. No row of a call that may
+// have reached an upstream is lost: what the store does not take is kept
+// in memory, then in an on-disk Spool, and written when the store is back
+// (also after a restart); Close writes or spools everything. When the
+// backlog is full the Writer refuses new calls, or, if so configured,
+// drops the oldest rows, loudly.
 package audit
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -61,7 +62,8 @@ func clip(s string) string {
 }
 
 // Insert writes entries in one transaction. Entries without an ID or a
-// time get one.
+// time get one. A row whose ID is already stored is skipped, so replaying
+// a batch (from the spool, after an uncertain commit) writes each row once.
 func (s *Store) Insert(ctx context.Context, entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
@@ -82,7 +84,8 @@ func (s *Store) Insert(ctx context.Context, entries []Entry) error {
 	return s.db.InTx(ctx, func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit_log
 			(id, at, tenant_id, instance, caller_id, agent_id, actor, subject, tool, action, outcome, status, latency_us)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT (id) DO NOTHING`)
 		if err != nil {
 			return fmt.Errorf("preparing audit insert: %w", err)
 		}
@@ -141,170 +144,4 @@ func (s *Store) List(ctx context.Context, tenant switchboard.TenantID, q Query) 
 		out = append(out, e)
 	}
 	return out, rows.Err()
-}
-
-// Recorder takes audit entries on the call path.
-type Recorder interface {
-	Record(Entry)
-}
-
-// WriterOptions tunes a Writer.
-type WriterOptions struct {
-	// Buffer is how many entries may wait; beyond it entries are dropped
-	// and counted. Default 8192.
-	Buffer int
-	// Batch is the most entries written per transaction. Default 256.
-	Batch int
-	// Interval is how long an entry may wait before it is written.
-	// Default 200ms.
-	Interval time.Duration
-	Logger   *slog.Logger
-}
-
-// Writer writes entries asynchronously, in batches. Record never blocks.
-type Writer struct {
-	store   *Store
-	opts    WriterOptions
-	ch      chan Entry
-	flushCh chan chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	closed  atomic.Bool
-	dropped atomic.Int64
-	written atomic.Int64
-}
-
-// NewWriter starts a writer over store.
-func NewWriter(store *Store, opts WriterOptions) *Writer {
-	if opts.Buffer <= 0 {
-		opts.Buffer = 8192
-	}
-	if opts.Batch <= 0 {
-		opts.Batch = 256
-	}
-	if opts.Interval <= 0 {
-		opts.Interval = 200 * time.Millisecond
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	w := &Writer{store: store, opts: opts, ch: make(chan Entry, opts.Buffer),
-		flushCh: make(chan chan struct{}), done: make(chan struct{})}
-	go w.run()
-	return w
-}
-
-// Record queues e. When the queue is full, or the writer is closed, e is
-// dropped and counted (Dropped).
-func (w *Writer) Record(e Entry) {
-	if w.closed.Load() {
-		w.dropped.Add(1)
-		return
-	}
-	if e.Time.IsZero() {
-		e.Time = time.Now().UTC()
-	}
-	if e.ID == "" {
-		e.ID = switchboard.NewID("aud_")
-	}
-	select {
-	case w.ch <- e:
-	default:
-		w.dropped.Add(1)
-	}
-}
-
-// Dropped returns how many entries were dropped.
-func (w *Writer) Dropped() int64 { return w.dropped.Load() }
-
-// Written returns how many entries were written.
-func (w *Writer) Written() int64 { return w.written.Load() }
-
-// Flush writes everything queued before it returns.
-func (w *Writer) Flush(ctx context.Context) {
-	ack := make(chan struct{})
-	select {
-	case w.flushCh <- ack:
-	case <-w.done:
-		return
-	case <-ctx.Done():
-		return
-	}
-	select {
-	case <-ack:
-	case <-ctx.Done():
-	}
-}
-
-// Close stops taking entries and writes what is queued, waiting at most
-// until ctx is done.
-func (w *Writer) Close(ctx context.Context) {
-	w.once.Do(func() {
-		w.closed.Store(true)
-		close(w.ch)
-	})
-	select {
-	case <-w.done:
-	case <-ctx.Done():
-	}
-}
-
-func (w *Writer) run() {
-	defer close(w.done)
-	tick := time.NewTicker(w.opts.Interval)
-	defer tick.Stop()
-	batch := make([]Entry, 0, w.opts.Batch)
-	write := func() {
-		if len(batch) == 0 {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := w.store.Insert(ctx, batch)
-		cancel()
-		if err != nil {
-			w.dropped.Add(int64(len(batch)))
-			w.opts.Logger.Error("writing audit rows", "rows", len(batch), "err", err.Error())
-		} else {
-			w.written.Add(int64(len(batch)))
-		}
-		batch = batch[:0]
-	}
-	drain := func() bool {
-		for {
-			select {
-			case e, ok := <-w.ch:
-				if !ok {
-					return false
-				}
-				batch = append(batch, e)
-				if len(batch) >= w.opts.Batch {
-					write()
-				}
-			default:
-				return true
-			}
-		}
-	}
-	for {
-		select {
-		case e, ok := <-w.ch:
-			if !ok {
-				write()
-				return
-			}
-			batch = append(batch, e)
-			if len(batch) >= w.opts.Batch {
-				write()
-			}
-		case <-tick.C:
-			write()
-		case ack := <-w.flushCh:
-			open := drain()
-			write()
-			close(ack)
-			if !open {
-				return
-			}
-		}
-	}
 }

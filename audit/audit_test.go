@@ -16,7 +16,10 @@ func TestWriterFlushesOnClose(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		db.ExecContext(context.Background(), `INSERT INTO tenants (id, slug, name, created_at) VALUES ('ten_a', 'a', 'a', CURRENT_TIMESTAMP)`)
 		store := audit.NewStore(db)
-		w := audit.NewWriter(store, audit.WriterOptions{Batch: 7, Interval: 1 << 40})
+		w, err := audit.NewWriter(store, audit.WriterOptions{Batch: 7, Interval: 1 << 40})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range 100 {
 			tenant := "ten_a"
 			if i%10 == 0 {

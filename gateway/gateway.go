@@ -351,8 +351,16 @@ func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) 
 // is audited.
 func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
 	start := time.Now()
-	resp, err := g.call(ctx, t, p, op, args)
+	var record func(audit.Entry)
 	if g.audit != nil && p != nil && t != nil {
+		// A call whose row could not be kept never reaches the upstream.
+		var err error
+		if record, err = g.audit.Admit(); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := g.call(ctx, t, p, op, args)
+	if record != nil {
 		tool, action := t.toolAction(op)
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: tool, Action: action, Outcome: "ok",
@@ -370,7 +378,7 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 				e.Status = ue.Status
 			}
 		}
-		g.audit.Record(e)
+		record(e)
 	}
 	return resp, err
 }

@@ -35,8 +35,15 @@ func (g *Gateway) RemoteTools(ctx context.Context, t *Target, p *auth.Principal)
 // reach or a refusal by the server is a *registry.UpstreamError.
 func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, name string, args json.RawMessage) (*sdk.CallToolResult, error) {
 	start := time.Now()
-	res, status, err := g.callRemote(ctx, t, p, name, args)
+	var record func(audit.Entry)
 	if g.audit != nil && p != nil && t != nil {
+		var err error
+		if record, err = g.audit.Admit(); err != nil {
+			return nil, err
+		}
+	}
+	res, status, err := g.callRemote(ctx, t, p, name, args)
+	if record != nil {
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: name, Action: "call", Outcome: "ok", Status: status,
 			LatencyUs: time.Since(start).Microseconds()}
@@ -48,7 +55,7 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 		} else if res.IsError {
 			e.Outcome = "tool_error"
 		}
-		g.audit.Record(e)
+		record(e)
 	}
 	return res, err
 }

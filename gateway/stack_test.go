@@ -172,7 +172,10 @@ func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) 
 	appAuth := auth.NewAppAuth()
 	o.Register(appAuth)
 	astore := audit.NewStore(db)
-	aw := audit.NewWriter(astore, audit.WriterOptions{Logger: logger, Interval: 20 * time.Millisecond})
+	aw, err := audit.NewWriter(astore, audit.WriterOptions{Logger: logger, Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { aw.Close(context.Background()) })
 	callers := auth.NewCallers(store)
 	gw := gateway.New(gateway.Config{Tenants: svc, Catalog: cat, Callers: callers, AppAuth: appAuth,

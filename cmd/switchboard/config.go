@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/secrets"
 )
 
@@ -63,6 +64,14 @@ type config struct {
 	MCPScopes      []string `json:"mcp_scopes"`
 
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	// AuditSpoolDir keeps the audit rows the store did not take (default
+	// <data dir>/audit-spool); AuditMemoryRows and AuditSpoolRows bound
+	// the backlog in memory and on disk; AuditAtFull (refuse or
+	// drop-oldest) is what happens when both are full.
+	AuditSpoolDir   string `json:"audit_spool_dir"`
+	AuditMemoryRows int    `json:"audit_memory_rows"`
+	AuditSpoolRows  int    `json:"audit_spool_rows"`
+	AuditAtFull     string `json:"audit_at_full"`
 	// DebugAddr, when set, serves the Go profiler there (loopback only).
 	DebugAddr string `json:"debug_addr"`
 
@@ -247,6 +256,15 @@ func (c *config) validateServe() []error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if c.AuditSpoolDir == "" {
+		c.AuditSpoolDir = filepath.Join(c.DataDir, "audit-spool")
+	}
+	if c.AuditMemoryRows <= 0 || c.AuditSpoolRows <= 0 {
+		errs = append(errs, errors.New("--audit-memory-rows and --audit-spool-rows must be positive"))
+	}
+	if _, err := audit.ParseAtFull(c.AuditAtFull); err != nil {
+		errs = append(errs, fmt.Errorf("--audit-at-full: %w", err))
 	}
 	return errs
 }

@@ -121,7 +121,10 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 	appAuth := auth.NewAppAuth()
 	oauth.Register(appAuth)
 	auditStore := audit.NewStore(db)
-	a.audit = audit.NewWriter(auditStore, audit.WriterOptions{Logger: logger})
+	if a.audit, err = audit.NewWriter(auditStore, audit.WriterOptions{Logger: logger, Buffer: cfg.AuditMemoryRows,
+		SpoolDir: cfg.AuditSpoolDir, SpoolRows: int64(cfg.AuditSpoolRows), AtFull: audit.AtFull(cfg.AuditAtFull)}); err != nil {
+		return nil, err
+	}
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
@@ -244,6 +247,9 @@ func (a *app) serveOn(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		// Calls still running are cut, so that they end (and record
+		// their audit rows, which Close then writes or spools) now.
+		_ = srv.Close()
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

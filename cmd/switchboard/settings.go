@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,6 +127,14 @@ var settings = []setting{
 		help: "comma-separated scopes MCP access tokens must grant", field: func(c *config) any { return &c.MCPScopes }},
 	{flag: "shutdown-timeout", env: "SWITCHBOARD_SHUTDOWN_TIMEOUT", def: "15s", cmds: cmdServe,
 		help: "how long to drain requests on shutdown", field: func(c *config) any { return &c.ShutdownTimeout }},
+	{flag: "audit-spool-dir", env: "SWITCHBOARD_AUDIT_SPOOL_DIR", defDoc: "<data dir>/audit-spool", cmds: cmdServe,
+		help: "directory keeping the audit rows the store did not take yet (fsync'd; written to the store when it is back, also after a restart)", field: func(c *config) any { return &c.AuditSpoolDir }},
+	{flag: "audit-memory-rows", env: "SWITCHBOARD_AUDIT_MEMORY_ROWS", def: "8192", cmds: cmdServe,
+		help: "audit rows held in memory while the store fails, before they go to the spool", field: func(c *config) any { return &c.AuditMemoryRows }},
+	{flag: "audit-spool-rows", env: "SWITCHBOARD_AUDIT_SPOOL_ROWS", def: "1000000", cmds: cmdServe,
+		help: "most audit rows the spool holds", field: func(c *config) any { return &c.AuditSpoolRows }},
+	{flag: "audit-at-full", env: "SWITCHBOARD_AUDIT_AT_FULL", def: "refuse", cmds: cmdServe,
+		help: "when memory and spool are full: refuse (new calls get audit_unavailable before reaching the upstream) or drop-oldest (the oldest spooled rows are dropped, logged and counted)", field: func(c *config) any { return &c.AuditAtFull }},
 	{flag: "debug-addr", env: "SWITCHBOARD_DEBUG_ADDR", defDoc: "off", cmds: cmdServe,
 		help: "loopback host:port serving the Go profiler (net/http/pprof)", field: func(c *config) any { return &c.DebugAddr }},
 }
@@ -154,6 +163,12 @@ func (s *setting) set(c *config, text string) error {
 		if text != "" {
 			*p = secrets.New(text)
 		}
+	case *int:
+		n, err := strconv.Atoi(text)
+		if err != nil {
+			return err
+		}
+		*p = n
 	case *time.Duration:
 		d, err := time.ParseDuration(text)
 		if err != nil {
@@ -194,6 +209,8 @@ func (s *setting) value(c *config) slog.Value {
 		return slog.StringValue("set")
 	case *string:
 		return slog.StringValue(*p)
+	case *int:
+		return slog.IntValue(*p)
 	case *time.Duration:
 		return slog.StringValue(p.String())
 	case *[]string:
