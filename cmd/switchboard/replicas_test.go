@@ -49,6 +49,7 @@ var replicaCatalog = map[string]string{
 type replica struct {
 	url  string
 	logs *logtest.Buffer
+	cmd  *exec.Cmd
 }
 
 func freeAddr(t *testing.T) string {
@@ -64,8 +65,8 @@ func freeAddr(t *testing.T) string {
 func startReplica(t *testing.T, bin string, env []string, args ...string) *replica {
 	t.Helper()
 	addr := freeAddr(t)
-	r := &replica{url: "http://" + addr, logs: &logtest.Buffer{}}
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
+	r := &replica{url: "http://" + addr, logs: &logtest.Buffer{}, cmd: cmd}
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = r.logs, r.logs
 	if err := cmd.Start(); err != nil {
