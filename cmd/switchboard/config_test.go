@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"io"
+	"path/filepath"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,7 +20,8 @@ func TestParseConfigDefaultsAndPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" || !c.embedded() || c.Env != envDevelopment {
+	if c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" || !c.embedded() || c.Env != envDevelopment ||
+		c.AuditAtFull != "refuse" || c.AuditSpoolDir != filepath.Join("data", "audit-spool") {
 		t.Fatalf("defaults = %+v", c)
 	}
 	c, err = parseConfig("serve", []string{"--addr", "127.0.0.1:9999"}, envMap(map[string]string{
@@ -44,10 +46,12 @@ func TestParseConfigRejects(t *testing.T) {
 		"production without key": {nil, map[string]string{"SWITCHBOARD_ENV": "production", "SWITCHBOARD_ADMIN_TOKEN": "x"}, "master key"},
 		"production without admin token": {nil, map[string]string{"SWITCHBOARD_ENV": "production",
 			"SWITCHBOARD_MASTER_KEY": base64.StdEncoding.EncodeToString(make([]byte, 32))}, "SWITCHBOARD_ADMIN_TOKEN"},
-		"bad env":       {[]string{"--env", "staging"}, nil, "--env"},
-		"bad cidr":      {[]string{"--allow-upstream-cidrs", "nope/99"}, nil, "allow-upstream-cidrs"},
-		"bad log level": {[]string{"--log-level", "loud"}, nil, "--log-level"},
-		"extra args":    {[]string{"extra"}, nil, "unexpected arguments"},
+		"bad env":          {[]string{"--env", "staging"}, nil, "--env"},
+		"bad cidr":         {[]string{"--allow-upstream-cidrs", "nope/99"}, nil, "allow-upstream-cidrs"},
+		"bad log level":    {[]string{"--log-level", "loud"}, nil, "--log-level"},
+		"extra args":       {[]string{"extra"}, nil, "unexpected arguments"},
+		"bad audit policy": {[]string{"--audit-at-full", "ignore"}, nil, "--audit-at-full"},
+		"no spool room":    {[]string{"--audit-spool-rows", "0"}, nil, "--audit-spool-rows"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -71,6 +71,10 @@ var samples = map[string]string{
 	"SWITCHBOARD_MCP_JWKS_URL":              "https://as.example.test/jwks",
 	"SWITCHBOARD_MCP_SCOPES":                "mcp.read",
 	"SWITCHBOARD_SHUTDOWN_TIMEOUT":          "42s",
+	"SWITCHBOARD_AUDIT_SPOOL_DIR":           "/tmp/sb-sample/spool",
+	"SWITCHBOARD_AUDIT_MEMORY_ROWS":         "100",
+	"SWITCHBOARD_AUDIT_SPOOL_ROWS":          "1000",
+	"SWITCHBOARD_AUDIT_AT_FULL":             "drop-oldest",
 	"SWITCHBOARD_DEBUG_ADDR":                "127.0.0.1:6061",
 }
 
