@@ -3,6 +3,7 @@ package switchboard
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The error vocabulary. Every error that leaves a domain package wraps one of
@@ -21,11 +22,19 @@ var (
 // Code a stable snake_case machine code (such as "agent_not_allowed"), and
 // Message a bounded human sentence that never contains a secret. Err, when
 // set, is the internal cause: it is logged, never rendered to a client.
+// How each code renders (HTTP status, JSON-RPC code, retry semantics) is
+// the table in errorcodes.go.
 type Error struct {
 	Kind    error
 	Code    string
 	Message string
 	Err     error
+	// Status, when not 0, overrides the table's HTTP status for the code
+	// (an upstream's own 4xx status passed through).
+	Status int
+	// RetryAfter, when positive, is the delay before a retry (retryAfterMs),
+	// overriding the table's default for the code.
+	RetryAfter time.Duration
 }
 
 // E builds an *Error of the given kind and code with a formatted message.
@@ -64,12 +73,19 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-// CodeOf returns the machine code of err: the Code of the *Error in its
-// chain, or a code derived from its kind, or "internal".
+// CodeOf returns the machine code of err: the Code of the *Error (or
+// Typed error) in its chain, or a code derived from its kind, or
+// "internal".
 func CodeOf(err error) string {
-	if e, ok := AsError(err); ok && e.Code != "" {
+	if e, ok := typedOf(err); ok && e.Code != "" {
 		return e.Code
 	}
+	return kindCode(err)
+}
+
+// kindCode is the code of err's vocabulary kind alone: "not_found", ...,
+// or "internal".
+func kindCode(err error) string {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return "not_found"

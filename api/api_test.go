@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/api"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/catalog"
@@ -103,7 +104,7 @@ func (r response) json(t *testing.T) map[string]any {
 // errCode returns error.code of an error response.
 func (r response) errCode(t *testing.T) string {
 	t.Helper()
-	var b api.ErrorBody
+	var b switchboard.ErrorBody
 	if err := json.Unmarshal(r.body, &b); err != nil || b.Error.Code == "" || b.Error.Message == "" {
 		t.Fatalf("not an error body (%v): %s", err, r.body)
 	}
@@ -464,8 +465,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 			{"array body", "POST", "/v1/tenants", "application/json", strings.NewReader(`[]`), 400, "invalid_json", ""},
 			{"trailing data", "POST", "/v1/tenants", "application/json", strings.NewReader(`{"slug":"x"} {"slug":"y"}`), 400, "invalid_json", ""},
 			{"trailing garbage", "POST", "/v1/tenants", "application/json", strings.NewReader(`{"slug":"x"}]`), 400, "invalid_json", ""},
-			{"body over 1 MiB", "POST", "/v1/tenants", "application/json", strings.NewReader(big), 413, "body_too_large", ""},
-			{"body over 1 MiB, chunked", "POST", "/v1/tenants", "application/json", io.MultiReader(strings.NewReader(big)), 413, "body_too_large", ""},
+			{"body over 1 MiB", "POST", "/v1/tenants", "application/json", strings.NewReader(big), 413, "request_too_large", ""},
+			{"body over 1 MiB, chunked", "POST", "/v1/tenants", "application/json", io.MultiReader(strings.NewReader(big)), 413, "request_too_large", ""},
 			{"wrong content type", "POST", "/v1/tenants", "text/plain", strings.NewReader(`{"slug":"x"}`), 415, "unsupported_media_type", ""},
 			{"no content type", "POST", "/v1/tenants", "", strings.NewReader(`{"slug":"x"}`), 415, "unsupported_media_type", ""},
 			{"invalid slug", "POST", "/v1/tenants", "application/json; charset=utf-8", strings.NewReader(`{"slug":"Not A Slug"}`), 400, "invalid_slug", ""},

@@ -47,10 +47,10 @@ func NewHandler(g *gateway.Gateway, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("/workspaces/{tenant}/apps/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost && strings.Contains(r.URL.Path, "/ops/") {
 			w.Header().Set("Allow", http.MethodPost)
-			gateway.WriteStatus(w, http.StatusMethodNotAllowed, "method_not_allowed", "App mode operations are called with POST")
+			switchboard.WriteError(w, switchboard.E(switchboard.ErrInvalid, "method_not_allowed", "App mode operations are called with POST"))
 			return
 		}
-		gateway.WriteStatus(w, http.StatusNotFound, "not_found", "no such route: use POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}")
+		switchboard.WriteError(w, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such route: use POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}"))
 	})
 	return mux
 }
@@ -61,7 +61,7 @@ func (h *handler) serveApp(w http.ResponseWriter, r *http.Request) {
 	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "app")
 	fail := func(err error) {
 		gateway.LogError(log, "app call failed", err)
-		gateway.WriteError(w, err)
+		switchboard.WriteError(w, err)
 	}
 
 	p, t, err := h.g.Authorize(ctx, r, tenantSlug, instanceSlug)
@@ -74,8 +74,7 @@ func (h *handler) serveApp(w http.ResponseWriter, r *http.Request) {
 	args, err := readArgs(w, r)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
-			gateway.WriteStatus(w, http.StatusRequestEntityTooLarge, "request_too_large", "the request body is larger than 1 MiB")
-			return
+			err = switchboard.E(switchboard.ErrInvalid, "request_too_large", "the request body is larger than 1 MiB")
 		}
 		fail(err)
 		return

@@ -69,7 +69,7 @@ func NewHandler(cfg Config) http.Handler {
 	mux.HandleFunc("DELETE "+Pattern+"disconnect", f.serveDisconnect)
 	mux.HandleFunc("GET "+auth.CentralCallbackPath, f.serveCallback)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		gateway.WriteStatus(w, http.StatusNotFound, "not_found", "no such route: the OAuth routes are connect, callback, status and disconnect")
+		switchboard.WriteError(w, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such route: the OAuth routes are connect, callback, status and disconnect"))
 	})
 	return mux
 }
@@ -108,13 +108,13 @@ func (f *flows) serveConnect(w http.ResponseWriter, r *http.Request) {
 	log = gateway.RequestLogger(log, w)
 	if err != nil {
 		gateway.LogError(log, "oauth connect refused", err)
-		gateway.WriteError(w, err)
+		switchboard.WriteError(w, err)
 		return
 	}
 	flow, err := f.oauth.Connect(r.Context(), in)
 	if err != nil {
 		gateway.LogError(log, "oauth connect failed", err)
-		gateway.WriteError(w, err)
+		switchboard.WriteError(w, err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -141,7 +141,7 @@ func (f *flows) serveStatus(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	gateway.LogError(log, "oauth status failed", err)
-	gateway.WriteError(w, err)
+	switchboard.WriteError(w, err)
 }
 
 func (f *flows) serveDisconnect(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +155,7 @@ func (f *flows) serveDisconnect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	gateway.LogError(log, "oauth disconnect failed", err)
-	gateway.WriteError(w, err)
+	switchboard.WriteError(w, err)
 }
 
 // providerErrors are the authorization-response error codes (RFC 6749
@@ -170,7 +170,7 @@ func (f *flows) serveCallback(w http.ResponseWriter, r *http.Request) {
 	log := gateway.RequestLogger(f.logger, w).With("mode", "oauth")
 	fail := func(status int, err error) {
 		gateway.LogError(log, "oauth callback refused", err)
-		d := gateway.Detail(err)
+		d := switchboard.DetailOf(err)
 		page(w, status, "Not connected", d.Message)
 	}
 	if f.oauth == nil {
@@ -219,7 +219,7 @@ func (f *flows) serveCallback(w http.ResponseWriter, r *http.Request) {
 		err = f.oauth.Finish(ctx, fs, in, q.Get("code"))
 	}
 	if err != nil {
-		status := gateway.Status(err)
+		status := switchboard.ProblemOf(err).Status
 		if status == http.StatusInternalServerError {
 			log.Error("oauth callback failed", "err", err.Error())
 		}

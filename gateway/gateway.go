@@ -372,7 +372,7 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 			e.Status = resp.Status
 		}
 		if err != nil {
-			e.Outcome = Detail(err).Code
+			e.Outcome = switchboard.CodeOf(err)
 			var ue *registry.UpstreamError
 			if errors.As(err, &ue) {
 				e.Status = ue.Status

@@ -51,7 +51,7 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 			e.Caller = string(p.Caller.ID)
 		}
 		if err != nil {
-			e.Outcome = Detail(err).Code
+			e.Outcome = switchboard.CodeOf(err)
 		} else if res.IsError {
 			e.Outcome = "tool_error"
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -82,12 +83,12 @@ func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.
 	}
 	details["latency_ms"] = time.Since(start).Milliseconds()
 	if err != nil {
-		d := Detail(err)
+		d := switchboard.DetailOf(err)
 		details["code"] = d.Code
 		var ue *registry.UpstreamError
 		if errors.As(err, &ue) {
 			ue.Message = scrub(ue.Message, m, c.fields)
-			d = Detail(err)
+			d = switchboard.DetailOf(err)
 			if ue.Status != 0 {
 				details["status"] = ue.Status
 			}

@@ -1,17 +1,18 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
 )
 
 // What the agent-path transports (MCP, App mode, the OAuth connect pages)
 // share about requests: the body cap, the targetUserId argument, request
-// logging and plain error bodies.
+// logging and the logging of errors (their rendering is the error table of
+// the root package: switchboard.WriteError).
 
 // TargetUserArg is the argument (and MCP _meta key) with which a trusted
 // caller names the user to act for. It is removed before dispatch and never
@@ -39,8 +40,9 @@ func RequestLogger(logger *slog.Logger, w http.ResponseWriter) *slog.Logger {
 // with their internal cause, refusals and upstream failures at info level
 // with their code only.
 func LogError(log *slog.Logger, msg string, err error) {
-	d := Detail(err)
-	if Internal(err) {
+	p := switchboard.ProblemOf(err)
+	d := p.Detail
+	if p.Internal {
 		log.Error(msg, "code", d.Code, "err", err.Error())
 		return
 	}
@@ -51,18 +53,3 @@ func LogError(log *slog.Logger, msg string, err error) {
 	}
 	log.Info(msg, attrs...)
 }
-
-// WriteStatus writes a JSON error body with the given status and code,
-// for refusals that are not errors of the call path (an unknown route, a
-// wrong method).
-func WriteStatus(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	b, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
-	w.Write(append(b, '\n'))
-}
-
-// Bound cuts a client-facing message to MaxMessage bytes on a rune
-// boundary.
-func Bound(s string) string { return bound(s) }

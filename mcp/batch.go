@@ -2,8 +2,9 @@ package mcp
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
+
+	"github.com/switchboardhq/switchboard"
 )
 
 // MaxBatchResponse bounds the answers to one batch: an answer that would
@@ -31,7 +32,8 @@ func (h *handler) serveBatch(w http.ResponseWriter, r *http.Request, msgs []enve
 			continue
 		}
 		if env.id != nil {
-			answers = append(answers, rpcErrorJSON(env.id, codeMethodNotFound, "method_not_found", methodNotFoundMessage(env.method)))
+			answers = append(answers, rpcErrorJSON(env.id, switchboard.ProblemOf(
+				switchboard.E(switchboard.ErrNotFound, "method_not_found", "%s", methodNotFoundMessage(env.method)))))
 		}
 	}
 	header := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-cache, no-transform"}}
@@ -77,8 +79,8 @@ func boundedArray(answers [][]byte, limit int) []byte {
 	out := []byte{'['}
 	for i, a := range answers {
 		if len(out)+len(a) > limit {
-			a = rpcErrorJSON(responseID(a), -32603, "response_too_large",
-				fmt.Sprintf("the answers to this batch would exceed %d bytes; send this request alone", limit))
+			a = rpcErrorJSON(responseID(a), switchboard.ProblemOf(switchboard.E(switchboard.ErrInvalid, "response_too_large",
+				"the answers to this batch would exceed %d bytes; send this request alone", limit)))
 		}
 		if i > 0 {
 			out = append(out, ',')

@@ -76,12 +76,12 @@ const (
 
 // JSON-RPC error codes used before the SDK sees a request.
 const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
+	codeParseError     = switchboard.RPCParseError
+	codeInvalidRequest = switchboard.RPCInvalidRequest
 	// CodeRefused is the JSON-RPC error code of a request refused by
 	// authentication, the agent allowlist or an unknown instance; the
 	// error's data.code says which.
-	CodeRefused = -32001
+	CodeRefused = switchboard.RPCRefused
 )
 
 // Keys of the TokenInfo.Extra map tool handlers read.
@@ -237,22 +237,29 @@ func requestID(body []byte) json.RawMessage {
 	return json.RawMessage(id)
 }
 
-func writeRPCError(w http.ResponseWriter, id json.RawMessage, status, rpcCode int, code, msg string) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
-		h.Set("WWW-Authenticate", "Bearer")
-	}
-	w.WriteHeader(status)
-	w.Write(append(rpcErrorJSON(id, rpcCode, code, msg), '\n'))
+// writeRPCError refuses a request with a JSON-RPC error whose HTTP status,
+// JSON-RPC code and data (code, retryAfterMs) come from the error table.
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, err error) {
+	p := switchboard.ProblemOf(err)
+	p.SetHeaders(w.Header())
+	w.WriteHeader(p.Status)
+	w.Write(append(rpcErrorJSON(id, p), '\n'))
 }
 
-// rpcErrorJSON is a JSON-RPC error response: message "<code>: <msg>",
-// data {"code": code}.
-func rpcErrorJSON(id json.RawMessage, rpcCode int, code, msg string) []byte {
-	b, _ := json.Marshal(rpcError{JSONRPC: "2.0", ID: id, Error: rpcDetail{Code: rpcCode, Message: code + ": " + msg, Data: map[string]any{"code": code}}})
+// rpcErrorJSON is the JSON-RPC error response of a problem.
+func rpcErrorJSON(id json.RawMessage, p switchboard.Problem) []byte {
+	b, _ := json.Marshal(rpcError{JSONRPC: "2.0", ID: id, Error: rpcErrorDetail(p)})
 	return b
+}
+
+// rpcErrorDetail is the JSON-RPC error object of a problem: its table code,
+// "code: message", and data.code (and data.retryAfterMs when known).
+func rpcErrorDetail(p switchboard.Problem) rpcDetail {
+	data := map[string]any{"code": p.Detail.Code}
+	if p.Detail.RetryAfterMs > 0 {
+		data["retryAfterMs"] = p.Detail.RetryAfterMs
+	}
+	return rpcDetail{Code: p.RPC, Message: p.Detail.Code + ": " + p.Detail.Message, Data: data}
 }
 
 // isLoopbackHost reports whether a Host header names a loopback address.
@@ -292,20 +299,20 @@ func (h *handler) checkOrigin(r *http.Request) string {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenantSlug, instanceSlug, ok := parsePath(r.URL.Path)
 	if !ok {
-		writeRPCError(w, nullID, http.StatusNotFound, CodeRefused, "not_found", "no such endpoint: use /workspaces/{tenant}/webhooks/{instance}.mcp")
+		writeRPCError(w, nullID, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such endpoint: use /workspaces/{tenant}/webhooks/{instance}.mcp"))
 		return
 	}
 	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "mcp")
 	if msg := h.checkOrigin(r); msg != "" {
 		log.Info("mcp request refused", "code", "forbidden_origin")
-		writeRPCError(w, nullID, http.StatusForbidden, CodeRefused, "forbidden_origin", msg)
+		writeRPCError(w, nullID, switchboard.E(switchboard.ErrForbidden, "forbidden_origin", "%s", msg))
 		return
 	}
 	if r.Method != http.MethodPost {
 		// Stateless: no standalone SSE stream (GET) and no session to
 		// delete (DELETE).
 		w.Header().Set("Allow", http.MethodPost)
-		writeRPCError(w, nullID, http.StatusMethodNotAllowed, codeInvalidRequest, "method_not_allowed", "the MCP endpoint accepts POST only")
+		writeRPCError(w, nullID, switchboard.E(switchboard.ErrInvalid, "method_not_allowed", "the MCP endpoint accepts POST only"))
 		return
 	}
 
@@ -314,10 +321,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			log.Info("mcp request refused", "code", "request_too_large")
-			writeRPCError(w, nullID, http.StatusRequestEntityTooLarge, codeInvalidRequest, "request_too_large", "the request body is larger than 1 MiB")
+			writeRPCError(w, nullID, switchboard.E(switchboard.ErrInvalid, "request_too_large", "the request body is larger than 1 MiB"))
 			return
 		}
-		writeRPCError(w, nullID, http.StatusBadRequest, codeInvalidRequest, "invalid_request", "the request body could not be read")
+		writeRPCError(w, nullID, switchboard.E(switchboard.ErrInvalid, "invalid_request", "the request body could not be read"))
 		return
 	}
 
@@ -325,17 +332,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, t, err := h.authorize(ctx, r, tenantSlug, instanceSlug)
 	if err != nil {
 		gateway.LogError(log, "mcp request refused", err)
-		d := gateway.Detail(err)
-		status := gateway.Status(err)
-		h.challenge(w, r, status, d.Code)
-		writeRPCError(w, requestID(body), status, CodeRefused, d.Code, d.Message)
+		h.challenge(w, r, switchboard.ProblemOf(err).Status, switchboard.CodeOf(err))
+		writeRPCError(w, requestID(body), err)
 		return
 	}
 
 	msgs, isBatch, code, msg := checkJSONRPC(body)
 	if code != 0 {
 		log.Info("mcp request refused", "code", rpcCodeName(code), "agent", p.AgentID)
-		writeRPCError(w, requestID(body), http.StatusBadRequest, code, rpcCodeName(code), msg)
+		writeRPCError(w, requestID(body), switchboard.E(switchboard.ErrInvalid, rpcCodeName(code), "%s", msg))
 		return
 	}
 	a := &authorized{principal: p, target: t, log: log}
@@ -348,7 +353,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	env := &msgs[0]
 	if msg := checkParamHeader(r, env, t.API()); msg != "" {
 		log.Info("mcp request refused", "code", "header_mismatch", "agent", p.AgentID)
-		writeRPCError(w, requestID(body), http.StatusBadRequest, codeHeaderMismatch, "header_mismatch", msg)
+		writeRPCError(w, requestID(body), switchboard.E(switchboard.ErrInvalid, "header_mismatch", "%s", msg))
 		return
 	}
 	if unknownMethod(env) && knownVersion(version) {

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"net/http"
+
+	"github.com/switchboardhq/switchboard"
 )
 
 // sdkMethods are the methods the SDK's server (v1.8.0) answers: requests
@@ -30,9 +32,6 @@ var sdkMethods = map[string]bool{
 	"notifications/progress":           true,
 }
 
-// codeMethodNotFound is JSON-RPC's error for an unknown method.
-const codeMethodNotFound = -32601
-
 // unknownMethod reports whether env is a request or notification of a
 // method the server does not have.
 func unknownMethod(env *envelope) bool {
@@ -59,5 +58,6 @@ func writeMethodNotFound(w http.ResponseWriter, env *envelope, version string) {
 	if version >= versionStateless {
 		status = http.StatusNotFound
 	}
-	writeRPCError(w, env.id, status, codeMethodNotFound, "method_not_found", methodNotFoundMessage(env.method))
+	writeRPCError(w, env.id, &switchboard.Error{Kind: switchboard.ErrNotFound, Code: "method_not_found",
+		Message: methodNotFoundMessage(env.method), Status: status})
 }

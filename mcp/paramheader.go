@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/switchboardhq/switchboard/registry"
 )
 
@@ -78,7 +76,3 @@ func checkParamHeader(r *http.Request, env *envelope, api *registry.API) string 
 	}
 	return ""
 }
-
-// codeHeaderMismatch is the JSON-RPC error of a header that contradicts
-// the body (2026-07-28).
-const codeHeaderMismatch = sdk.CodeHeaderMismatch

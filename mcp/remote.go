@@ -2,11 +2,13 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
 )
@@ -41,8 +43,9 @@ func (h *handler) remoteTools(next sdk.MethodHandler) sdk.MethodHandler {
 			tools, err := h.g.RemoteTools(ctx, t, p)
 			if err != nil {
 				gateway.LogError(log, "remote tools/list failed", err)
-				d := gateway.Detail(err)
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: d.Code + ": " + d.Message}
+				d := rpcErrorDetail(switchboard.ProblemOf(err))
+				data, _ := json.Marshal(d.Data)
+				return nil, &jsonrpc.Error{Code: int64(d.Code), Message: d.Message, Data: data}
 			}
 			return &sdk.ListToolsResult{Tools: tools}, nil
 		}

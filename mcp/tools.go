@@ -153,7 +153,7 @@ func successResult(resp *registry.Response, hasSchema bool) *sdk.CallToolResult 
 // and structured content both {"error": {"code", "message",
 // "retryAfterMs"?}}.
 func errorResult(err error) *sdk.CallToolResult {
-	b := gateway.ErrorBody{Error: gateway.Detail(err)}
+	b := switchboard.ErrorBody{Error: switchboard.DetailOf(err)}
 	text, _ := json.Marshal(b)
 	var structured map[string]any
 	_ = json.Unmarshal(text, &structured)

@@ -30,19 +30,23 @@ type UpstreamError struct {
 // Error implements error.
 func (e *UpstreamError) Error() string { return e.Code + ": " + e.Message }
 
-// Unwrap returns the vocabulary kind of the error, for errors.Is.
+// Unwrap returns the vocabulary kind of the error's code, for errors.Is.
 func (e *UpstreamError) Unwrap() error {
-	switch e.Code {
-	case "reconnect_required":
-		return switchboard.ErrUnauthorized
-	case "forbidden":
-		return switchboard.ErrForbidden
-	case "not_found":
-		return switchboard.ErrNotFound
-	case "upstream_rejected":
-		return switchboard.ErrInvalid
+	if k := switchboard.KindOf(e.Code); k != nil {
+		return k
 	}
 	return switchboard.ErrUnavailable
+}
+
+// TypedError renders e through the error table: an upstream's own 4xx
+// status (other than a rate limit) is passed through, anything else takes
+// the code's status (429 rate_limited, 502 upstream_unavailable, ...).
+func (e *UpstreamError) TypedError() *switchboard.Error {
+	t := &switchboard.Error{Kind: e.Unwrap(), Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}
+	if e.Status >= 400 && e.Status < 500 && e.Code != "rate_limited" {
+		t.Status = e.Status
+	}
+	return t
 }
 
 // maxExcerpt bounds the vendor message excerpt in an UpstreamError.

@@ -104,7 +104,7 @@ func (vf *Verifier) Verify(ctx context.Context, c tenants.Candidate) (tenants.Ve
 	if err != nil {
 		return tenants.Verification{}, err
 	}
-	out.Message = gateway.Bound(red.String(out.Message))
+	out.Message = switchboard.BoundMessage(red.String(out.Message))
 	if out.Details != nil {
 		out.Details, _ = red.Value(out.Details).(map[string]any)
 	}
@@ -251,7 +251,7 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	l := strings.TrimSpace(lines[len(lines)-1])
 	if len(l) > 200 {
-		l = gateway.Bound(l[:200])
+		l = switchboard.BoundMessage(l[:200])
 	}
 	return strings.ToValidUTF8(l, "?")
 }
