@@ -25,9 +25,10 @@ func TestGoSDKClientEachVersion(t *testing.T) {
 		version     string
 		missingCode int64
 	}{
-		{"2025-06-18", sdk.CodeResourceNotFound},
-		{"2025-11-25", sdk.CodeResourceNotFound},
-		{"2026-07-28", -32602},
+		{"2025-03-26", -32002}, // the 2025 revisions: "Resource not found: -32002"
+		{"2025-06-18", -32002},
+		{"2025-11-25", -32002},
+		{"2026-07-28", -32602}, // SEP-2164: Invalid params
 	} {
 		t.Run(tc.version, func(t *testing.T) {
 			t.Parallel()

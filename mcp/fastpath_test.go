@@ -264,6 +264,13 @@ func TestFastPathRefusesWhatSDKRefuses(t *testing.T) {
 				}
 				return 200, `"code":-32601`
 			}},
+		{name: "missing resource", method: "resources/read", tool: "widgets://nope", body: id("3", "resources/read", `{"uri":"widgets://nope"}`), params: `{"uri":"widgets://nope"}`,
+			want: func(v string) (int, string) {
+				if v == "2026-07-28" {
+					return 400, `{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"Resource not found","data":{"uri":"widgets://nope"}}}`
+				}
+				return 200, `{"jsonrpc":"2.0","id":3,"error":{"code":-32002,"message":"Resource not found","data":{"uri":"widgets://nope"}}}`
+			}},
 		{name: "unknown notification", method: "notifications/nope", body: id("", "notifications/nope", ""), want: fixed(202, "")},
 	}
 	for _, v := range []string{"", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"} {

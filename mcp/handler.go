@@ -542,8 +542,16 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	return cs
 }
 
-// resourceNotFound answers a missing resource with -32602 in the stateless
-// era (SEP-2164); the session era keeps the SDK's -32002.
+// codeResourceNotFound is the error code of a missing resource in the
+// protocol revisions before 2026-07-28 ("Resource not found: -32002").
+// SEP-2164 (2026-07-28) replaced it with -32602, Invalid params, which the
+// SDK now returns in every era.
+const codeResourceNotFound = -32002
+
+// resourceNotFound gives a missing resource the code of the client's
+// protocol revision: -32002 before 2026-07-28 (including clients that send
+// no version), -32602 from 2026-07-28 on (SEP-2164). It keeps the SDK's
+// message and data ({"uri": ...}).
 func resourceNotFound(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		res, err := next(ctx, method, req)
@@ -551,11 +559,14 @@ func resourceNotFound(next sdk.MethodHandler) sdk.MethodHandler {
 			return res, err
 		}
 		var je *jsonrpc.Error
-		extra := req.GetExtra()
-		if errors.As(err, &je) && je.Code == sdk.CodeResourceNotFound && extra != nil &&
-			extra.Header.Get(headerVersion) >= versionStateless {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: je.Message, Data: je.Data}
+		if !errors.As(err, &je) || je.Message != "Resource not found" ||
+			(je.Code != jsonrpc.CodeInvalidParams && je.Code != codeResourceNotFound) {
+			return res, err
 		}
-		return res, err
+		code := int64(codeResourceNotFound)
+		if extra := req.GetExtra(); extra != nil && extra.Header.Get(headerVersion) >= versionStateless {
+			code = jsonrpc.CodeInvalidParams
+		}
+		return nil, &jsonrpc.Error{Code: code, Message: je.Message, Data: je.Data}
 	}
 }
