@@ -95,10 +95,10 @@ const widgetsSpec = `{
 }
 `
 
-// loadCatalog loads a catalog of the widgets connector.
-func loadCatalog(t testing.TB) *registry.Catalog {
+// loadCatalog loads a catalog of the widgets connector, described by spec.
+func loadCatalog(t testing.TB, spec string) *registry.Catalog {
 	t.Helper()
-	return registrytest.Load(t, map[string]string{"widgets/connector.json": widgetsManifest, "widgets/openapi.json": widgetsSpec})
+	return registrytest.Load(t, map[string]string{"widgets/connector.json": widgetsManifest, "widgets/openapi.json": spec})
 }
 
 // upstream is the vendor API: it answers only requests carrying one of the
@@ -194,6 +194,12 @@ type stack struct {
 
 func newStack(t testing.TB, db *database.DB) *stack {
 	t.Helper()
+	return newStackSpec(t, db, widgetsSpec)
+}
+
+// newStackSpec is newStack with the widgets connector described by spec.
+func newStackSpec(t testing.TB, db *database.DB, spec string) *stack {
+	t.Helper()
 	key := make([]byte, 32)
 	for i := range key {
 		key[i] = byte(i*7 + 1)
@@ -202,7 +208,7 @@ func newStack(t testing.TB, db *database.DB) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := loadCatalog(t)
+	cat := loadCatalog(t, spec)
 	store := tenants.NewStore(db, secrets.NewStore(db, keys))
 	svc := tenants.NewService(store, cat)
 	logs := &logtest.Buffer{}

@@ -1,7 +1,6 @@
 package openapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,32 +105,10 @@ func TestCompileStripeChild(t *testing.T) {
 	}
 }
 
-// BenchmarkToolsListStripe serves the tools/list of a Stripe instance
-// from its precomputed document: the JSON-RPC answer around
-// API.ToolsJSON.
-//
-//	go test -run '^$' -bench BenchmarkToolsList ./openapi
-func BenchmarkToolsListStripe(b *testing.B) {
-	api, err := Compile(stripeSpec(b), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	doc := api.ToolsJSON()
-	b.ReportMetric(float64(len(doc)), "doc-bytes")
-	b.ReportMetric(float64(len(api.Entities)), "tools")
-	var buf bytes.Buffer
-	b.ReportAllocs()
-	b.SetBytes(int64(len(doc)))
-	for b.Loop() {
-		buf.Reset()
-		buf.WriteString(`{"jsonrpc":"2.0","id":1,"result":`)
-		buf.Write(api.ToolsJSON())
-		buf.WriteString("}")
-	}
-}
-
 // BenchmarkToolsListStripeBuild is the one-time cost of building the
-// document: marshalling every tool.
+// registry's tools document (API.ToolsJSON): marshalling every tool.
+// Serving tools/list is measured by BenchmarkToolsList in package mcp,
+// through the endpoint.
 func BenchmarkToolsListStripeBuild(b *testing.B) {
 	api, err := Compile(stripeSpec(b), nil)
 	if err != nil {

@@ -287,9 +287,14 @@ func (a *API) Tools() []Tool {
 	return out
 }
 
-// ToolsJSON returns the JSON of the MCP tools/list result for the API,
-// {"tools": [...]}, built on first use and cached: serve it as is. The
-// caller must not modify the returned bytes.
+// ToolsJSON returns the API's tools as a tools/list result,
+// {"tools": [...]}, built on first use and cached. It measures what
+// tools/list costs a client (ToolsListSize, checked against the tools
+// budget by lint and generate) and compares compilations; it is not what
+// the MCP endpoint serves, which is the SDK's own tools/list answer for
+// the connector and protocol version, recorded once (mcp/fastpath.go) and
+// a few dozen bytes larger per tool. The caller must not modify the
+// returned bytes.
 func (a *API) ToolsJSON() []byte {
 	a.toolsOnce.Do(func() {
 		b, err := json.Marshal(struct {
@@ -305,7 +310,8 @@ func (a *API) ToolsJSON() []byte {
 	return a.tools
 }
 
-// ToolsListSize is the size in bytes of the tools/list result document.
+// ToolsListSize is the size in bytes of ToolsJSON: about what tools/list
+// sends a client, without the SDK's per-tool additions.
 func (a *API) ToolsListSize() int { return len(a.ToolsJSON()) }
 
 // actionDoc is the DescribeAction answer for one action.
