@@ -96,15 +96,16 @@ var errorCodes = map[string]CodeSpec{
 	"forbidden_origin":       {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
 
 	// Caller authentication and authorization.
-	"invalid_credential":    {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused, Challenge: true},
-	"invalid_token":         {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused, Challenge: true},
-	"insufficient_scope":    {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
-	"missing_agent_id":      {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
-	"agent_not_allowed":     {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
-	"authorization_refused": {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
-	"user_required":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"user_not_found":        {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
-	"invalid_admin_token":   {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_credential":       {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused, Challenge: true},
+	"invalid_token":            {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused, Challenge: true},
+	"insufficient_scope":       {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"missing_agent_id":         {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"agent_not_allowed":        {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"authorization_refused":    {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"user_required":            {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"user_not_found":           {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"operator_token_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"invalid_admin_token":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
 	// The call path: tools, operations, the app's upstream credentials.
 	"invalid_arguments":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCInvalidParams},
