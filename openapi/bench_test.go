@@ -12,12 +12,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/openapi/specstest"
 )
 
 // stripeSpec reads the shared Stripe description or skips.
 func stripeSpec(b testing.TB) []byte {
 	b.Helper()
-	spec, err := os.ReadFile(filepath.Join(specsDir(b), "stripe.yaml"))
+	spec, err := os.ReadFile(filepath.Join(specstest.Dir(b), "stripe.yaml"))
 	if err != nil {
 		b.Skipf("stripe.yaml: %v", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/openapi"
+	"github.com/switchboardhq/switchboard/openapi/specstest"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -131,7 +132,7 @@ func mcpSession(t *testing.T, cat *registry.Catalog, conn *registry.Connector, u
 // the way.
 func TestVendorFidelityThroughMCP(t *testing.T) {
 	t.Parallel()
-	sharedSpecs(t)
+	specstest.Dir(t)
 	for _, file := range vendorSpecs {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()

@@ -33,6 +33,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/switchboardhq/switchboard/openapi"
+	"github.com/switchboardhq/switchboard/openapi/specstest"
 	"github.com/switchboardhq/switchboard/registry"
 )
 
@@ -42,19 +43,6 @@ var vendorSpecs = []string{"slack.json", "stripe.yaml", "twilio.json", "box.json
 
 // minValid is the share of requests that must validate.
 const minValid = 0.98
-
-// sharedSpecs returns the directory of the shared vendor descriptions, or
-// skips the test.
-func sharedSpecs(t testing.TB) string {
-	t.Helper()
-	for _, d := range []string{"../../shared/specs", "../shared/specs", "/work/shared/specs"} {
-		if st, err := os.Stat(filepath.Join(d, "stripe.yaml")); err == nil && !st.IsDir() {
-			return d
-		}
-	}
-	t.Skip("../shared/specs (the vendor OpenAPI descriptions) not found beside the repository: vendor fidelity not tested")
-	return ""
-}
 
 // compiled is a vendor description compiled once per test binary.
 type compiled struct {
@@ -72,7 +60,7 @@ var (
 // compileSpec compiles a shared description once per test binary.
 func compileSpec(t testing.TB, file string) *compiled {
 	t.Helper()
-	return compileFile(t, filepath.Join(sharedSpecs(t), file))
+	return compileFile(t, filepath.Join(specstest.Dir(t), file))
 }
 
 // compileFile compiles a description file once per test binary.
@@ -420,7 +408,7 @@ func dispatch(t *testing.T, d *registry.Dispatcher) func(v *validator, c call, b
 // TestVendorRequestFidelity drives registry.Dispatcher directly.
 func TestVendorRequestFidelity(t *testing.T) {
 	t.Parallel()
-	sharedSpecs(t)
+	specstest.Dir(t)
 	d := &registry.Dispatcher{Client: loopbackClient()}
 	for _, file := range vendorSpecs {
 		t.Run(file, func(t *testing.T) {

@@ -11,22 +11,11 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/switchboardhq/switchboard/openapi/specstest"
 	"github.com/switchboardhq/switchboard/registry"
 )
 
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
-// specsDir returns the shared vendor descriptions, or skips the test.
-func specsDir(t testing.TB) string {
-	t.Helper()
-	for _, d := range []string{"../../shared/specs", "../shared/specs", "/work/shared/specs"} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			return d
-		}
-	}
-	t.Skip("shared/specs not found beside the module root; vendor descriptions not tested")
-	return ""
-}
 
 // checkSchema asserts the tool schema rules on a marshalled schema: no $ref,
 // items on every array, descriptions bounded, no duplicate required names.
@@ -112,7 +101,7 @@ func checkAPI(t *testing.T, api *registry.API) {
 
 func TestCompileVendorSpecs(t *testing.T) {
 	t.Parallel()
-	dir := specsDir(t)
+	dir := specstest.Dir(t)
 	tests := []struct {
 		file string
 		ops  int // operations in the description
