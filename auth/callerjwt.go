@@ -19,8 +19,9 @@ import (
 
 // CallerJWT verifies caller JWTs signed by the platform (an agent platform,
 // a cron service, knowledge sync). A token is accepted when its signature
-// verifies under one of Keys, its issuer and audience match, and it has not
-// expired. Its claims name the caller:
+// verifies under one of Keys, its issuer and audience match, it carries an
+// expiry, has not expired and lives at most MaxLifetime. Its claims name
+// the caller:
 //
 //	sub       the end user the call is made for
 //	tenant    the tenant's slug (must be the URL's tenant)
@@ -34,7 +35,15 @@ type CallerJWT struct {
 	Keys []crypto.PublicKey
 	// Leeway tolerates clock skew; default 30 s.
 	Leeway time.Duration
+	// MaxLifetime is the longest a token may live, from its iat (or from
+	// now when it has none) to its exp; default DefaultCallerJWTMaxLifetime.
+	// A long-lived token is a standing credential; platforms mint short
+	// ones per call.
+	MaxLifetime time.Duration
 }
+
+// DefaultCallerJWTMaxLifetime is CallerJWT.MaxLifetime's default.
+const DefaultCallerJWTMaxLifetime = time.Hour
 
 // ParsePublicKeys reads every PUBLIC KEY (PKIX) or CERTIFICATE block of
 // PEM data.
@@ -109,8 +118,22 @@ func (v *CallerJWT) parse(token string) (*callerClaims, error) {
 	if err != nil {
 		return nil, err
 	}
+	maxLife := v.MaxLifetime
+	if maxLife <= 0 {
+		maxLife = DefaultCallerJWTMaxLifetime
+	}
+	exp := claims.ExpiresAt.Time
+	from := time.Now()
+	if claims.IssuedAt != nil {
+		from = claims.IssuedAt.Time
+	}
+	if exp.Sub(from) > maxLife || time.Until(exp) > maxLife+leeway {
+		return nil, errTooLongLived
+	}
 	return claims, nil
 }
+
+var errTooLongLived = errors.New("caller JWT lives longer than allowed")
 
 // Verify checks a caller JWT and returns its claims' identity (tenant
 // slug, user, agent, caller kind, trusted).

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -63,6 +64,19 @@ func TestCallerJWT(t *testing.T) {
 		{"expired", sign(platform, with("exp", time.Now().Add(-time.Hour).Unix())), false},
 		{"other tenant", sign(platform, with("tenant", "globex")), false},
 		{"bad source", sign(platform, with("source", "root")), false},
+		{"no expiry", sign(platform, func() jwt.MapClaims { c := base(); delete(c, "exp"); return c }()), false},
+		{"ten years", sign(platform, with("exp", time.Now().AddDate(10, 0, 0).Unix())), false},
+		{"two hours", sign(platform, with("exp", time.Now().Add(2*time.Hour).Unix())), false},
+		{"issued long ago", sign(platform, func() jwt.MapClaims {
+			c := base()
+			c["iat"] = time.Now().Add(-3 * time.Hour).Unix()
+			return c
+		}()), false},
+		{"55 minutes", sign(platform, func() jwt.MapClaims {
+			c := with("exp", time.Now().Add(55*time.Minute).Unix())
+			c["iat"] = time.Now().Unix()
+			return c
+		}()), true},
 	}
 	for _, c := range cases {
 		r, _ := http.NewRequest("POST", "/", nil)
@@ -77,6 +91,26 @@ func TestCallerJWT(t *testing.T) {
 		if !errors.Is(err, switchboard.ErrUnauthorized) {
 			t.Errorf("%s: err = %v, want unauthorized", c.name, err)
 		}
+	}
+}
+
+// TestCallerJWTMaxLifetimeIsConfigurable: the bound is the verifier's.
+func TestCallerJWTMaxLifetimeIsConfigurable(t *testing.T) {
+	t.Parallel()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	claims := jwt.MapClaims{"iss": "https://platform.test", "aud": "switchboard", "sub": "alice", "tenant": "acme",
+		"exp": time.Now().Add(10 * time.Hour).Unix()}
+	token, err := jwt.NewWithClaims(jwt.SigningMethodES256, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &auth.CallerJWT{Issuer: "https://platform.test", Audience: "switchboard", Keys: []crypto.PublicKey{&key.PublicKey}}
+	if _, _, _, _, _, err := v.Verify(token); err == nil {
+		t.Fatal("a 10-hour token passed the default 1-hour bound")
+	}
+	v.MaxLifetime = 12 * time.Hour
+	if _, user, _, _, _, err := v.Verify(token); err != nil || user != "alice" {
+		t.Fatalf("a 10-hour token under a 12-hour bound = %q, %v", user, err)
 	}
 }
 

@@ -51,6 +51,8 @@ type config struct {
 	CallerJWTIssuer   string `json:"caller_jwt_issuer"`
 	CallerJWTAudience string `json:"caller_jwt_audience"`
 	CallerJWTKeys     string `json:"caller_jwt_keys"`
+	// CallerJWTMaxLifetime is the longest lifetime a caller JWT may have.
+	CallerJWTMaxLifetime time.Duration `json:"caller_jwt_max_lifetime"`
 
 	// MCPAllowedOrigins are the browser origins allowed to call MCP
 	// endpoints (besides PublicURL's); another present Origin gets 403.
@@ -265,6 +267,9 @@ func (c *config) validateServe() []error {
 	}
 	if _, err := audit.ParseAtFull(c.AuditAtFull); err != nil {
 		errs = append(errs, fmt.Errorf("--audit-at-full: %w", err))
+	}
+	if c.CallerJWTMaxLifetime <= 0 {
+		errs = append(errs, errors.New("--caller-jwt-max-lifetime must be positive"))
 	}
 	return errs
 }

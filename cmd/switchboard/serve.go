@@ -111,7 +111,8 @@ func newApp(ctx context.Context, cfg *config, logger *slog.Logger) (*app, error)
 		if err != nil {
 			return nil, fmt.Errorf("--caller-jwt-keys: %w", err)
 		}
-		callers.SetJWT(&auth.CallerJWT{Issuer: cfg.CallerJWTIssuer, Audience: cfg.CallerJWTAudience, Keys: keys})
+		callers.SetJWT(&auth.CallerJWT{Issuer: cfg.CallerJWTIssuer, Audience: cfg.CallerJWTAudience, Keys: keys,
+			MaxLifetime: cfg.CallerJWTMaxLifetime})
 	}
 	providers := auth.NewProviders(db, secretStore, cfg.PublicURL)
 	oauth := auth.NewOAuth(auth.OAuthConfig{

@@ -115,6 +115,8 @@ var settings = []setting{
 		help: "audience of caller JWTs", field: func(c *config) any { return &c.CallerJWTAudience }},
 	{flag: "caller-jwt-keys", env: "SWITCHBOARD_CALLER_JWT_KEYS", defDoc: "off", cmds: cmdServe,
 		help: "PEM file of the public keys caller JWTs are signed with", field: func(c *config) any { return &c.CallerJWTKeys }},
+	{flag: "caller-jwt-max-lifetime", env: "SWITCHBOARD_CALLER_JWT_MAX_LIFETIME", def: "1h", cmds: cmdServe,
+		help: "longest lifetime (exp - iat) a caller JWT may have; tokens without exp are refused", field: func(c *config) any { return &c.CallerJWTMaxLifetime }},
 	{flag: "mcp-allowed-origins", env: "SWITCHBOARD_MCP_ALLOWED_ORIGINS", defDoc: "the public URL's origin", cmds: cmdServe,
 		help: "comma-separated browser origins allowed to call MCP endpoints besides the public URL's", field: func(c *config) any { return &c.MCPAllowedOrigins }},
 	{flag: "mcp-authorization-servers", env: "SWITCHBOARD_MCP_AUTHORIZATION_SERVERS", defDoc: "off", cmds: cmdServe,

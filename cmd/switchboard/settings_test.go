@@ -75,6 +75,7 @@ var samples = map[string]string{
 	"SWITCHBOARD_AUDIT_MEMORY_ROWS":         "100",
 	"SWITCHBOARD_AUDIT_SPOOL_ROWS":          "1000",
 	"SWITCHBOARD_AUDIT_AT_FULL":             "drop-oldest",
+	"SWITCHBOARD_CALLER_JWT_MAX_LIFETIME":   "45m",
 	"SWITCHBOARD_DEBUG_ADDR":                "127.0.0.1:6061",
 }
 
