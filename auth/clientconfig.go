@@ -41,6 +41,16 @@ const (
 	// one.
 	FieldPrivateKey   = "PRIVATE_KEY"
 	FieldPrivateKeyID = "PRIVATE_KEY_ID"
+	// FieldTokenAuthMethod overrides the manifest's auth.token_auth_method:
+	// how mode jwt authenticates the client at the token endpoint.
+	FieldTokenAuthMethod = "TOKEN_AUTH_METHOD"
+)
+
+// Token endpoint client authentication methods (RFC 7591 names).
+const (
+	ClientAuthBasic = "client_secret_basic"
+	ClientAuthPost  = "client_secret_post"
+	ClientAuthNone  = "none"
 )
 
 // clientConfig is what a mode needs to obtain tokens for an instance.
@@ -62,6 +72,9 @@ type clientConfig struct {
 	jwtAud     string
 	privateKey secrets.Secret
 	keyID      string
+	// jwtClientAuth is the token endpoint client authentication of mode
+	// jwt: client_secret_basic, client_secret_post or none.
+	jwtClientAuth string
 }
 
 // field returns an instance field's value, or its declared default.
@@ -139,6 +152,24 @@ func (o *OAuth) clientFor(ctx context.Context, in ModeInput) (*clientConfig, err
 		c.keyID = fieldText(in, FieldPrivateKeyID)
 		if c.jwtAud == "" {
 			c.jwtAud = c.tokenURL
+		}
+		c.jwtClientAuth = fieldText(in, FieldTokenAuthMethod)
+		if c.jwtClientAuth == "" {
+			c.jwtClientAuth = m.Auth.TokenAuthMethod
+		}
+		switch c.jwtClientAuth {
+		case "":
+			c.jwtClientAuth = ClientAuthNone
+			if !c.clientSecret.IsZero() {
+				c.jwtClientAuth = ClientAuthBasic
+			}
+		case ClientAuthBasic, ClientAuthPost:
+			if c.clientID.IsZero() || c.clientSecret.IsZero() {
+				return nil, reconnect(FieldClientSecret)
+			}
+		case ClientAuthNone:
+		default:
+			return nil, badConfig(m, "token_auth_method %q is not client_secret_basic, client_secret_post or none", truncate(c.jwtClientAuth, 40))
 		}
 		if c.issuer == "" {
 			return nil, reconnect(FieldJWTIssuer)

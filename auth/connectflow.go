@@ -190,7 +190,7 @@ func (o *OAuth) Finish(ctx context.Context, fs *FlowState, in ModeInput, code st
 	if err != nil {
 		return fmt.Errorf("storing the grant: %w", err)
 	}
-	o.remember(k.fp, &cachedToken{access: access, expiry: expiry, version: version})
+	o.remember(k.fp, &cachedToken{access: access, issued: now, expiry: expiry, version: version})
 	return nil
 }
 

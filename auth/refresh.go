@@ -21,7 +21,7 @@ func (o *OAuth) obtain(ctx context.Context, k grantKey, fetch fetchFunc) (*cache
 	o.mu.RLock()
 	e := o.mem[k.fp]
 	o.mu.RUnlock()
-	if e != nil && !e.reconnect && o.fresh(e.expiry, now) {
+	if e != nil && !e.reconnect && o.fresh(e.issued, e.expiry, now) {
 		return e, nil
 	}
 	// Unlocked read: another replica, or this one before a restart, may
@@ -37,7 +37,7 @@ func (o *OAuth) obtain(ctx context.Context, k grantKey, fetch fetchFunc) (*cache
 		o.remember(k.fp, &cachedToken{reconnect: true, until: now.Add(reconnectMemory)})
 		return nil, errReconnect
 	}
-	if row != nil && o.fresh(row.ExpiresAt, now) {
+	if row != nil && o.fresh(row.UpdatedAt, row.ExpiresAt, now) {
 		if e := o.stored(ctx, k, row); e != nil {
 			o.remember(k.fp, e)
 			return e, nil
@@ -53,7 +53,7 @@ func (o *OAuth) stored(ctx context.Context, k grantKey, row *Grant) *cachedToken
 	if err != nil {
 		return nil
 	}
-	return &cachedToken{access: access, expiry: row.ExpiresAt, version: row.Version}
+	return &cachedToken{access: access, issued: row.UpdatedAt, expiry: row.ExpiresAt, version: row.Version}
 }
 
 // refreshLocked takes the grant's lock, re-reads, and fetches a new token
@@ -72,7 +72,7 @@ func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) 
 			outErr = errReconnect
 			return nil
 		}
-		if o.fresh(row.ExpiresAt, now) {
+		if o.fresh(row.UpdatedAt, row.ExpiresAt, now) {
 			if out = o.stored(ctx, k, row); out != nil {
 				return nil
 			}
@@ -98,7 +98,7 @@ func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) 
 				if err != nil {
 					return err
 				}
-				if again != nil && again.Version != row.Version && o.fresh(again.ExpiresAt, now) {
+				if again != nil && again.Version != row.Version && o.fresh(again.UpdatedAt, again.ExpiresAt, now) {
 					if out = o.stored(ctx, k, again); out != nil {
 						return nil
 					}
@@ -171,7 +171,7 @@ func (o *OAuth) save(ctx context.Context, g *LockedGrant, k grantKey, tok *oauth
 	if err != nil {
 		return nil, err
 	}
-	return &cachedToken{access: access, expiry: expiry, version: version}, nil
+	return &cachedToken{access: access, issued: now, expiry: expiry, version: version}, nil
 }
 
 // reject drops a token the upstream refused, here and in the store (if it

@@ -134,7 +134,7 @@ const maxAssertionLife = 5 * time.Minute
 const jwtGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 // assertion signs an RFC 7523 assertion with the instance's private key.
-func (o *OAuth) assertion(c *clientConfig, subject string) (string, error) {
+func (o *OAuth) assertion(c *clientConfig) (string, error) {
 	pemKey := []byte(c.privateKey.Reveal())
 	var key any
 	var method jwt.SigningMethod
@@ -162,8 +162,8 @@ func (o *OAuth) assertion(c *clientConfig, subject string) (string, error) {
 		"exp": now.Add(maxAssertionLife).Unix(),
 		"jti": hex.EncodeToString(jti[:]),
 	}
-	if subject != "" {
-		claims["sub"] = subject
+	if c.subject != "" {
+		claims["sub"] = c.subject
 	}
 	if c.scopes != "" {
 		claims["scope"] = c.scopes
@@ -180,8 +180,8 @@ func (o *OAuth) assertion(c *clientConfig, subject string) (string, error) {
 }
 
 // jwtBearer runs the RFC 7523 JWT bearer grant.
-func (o *OAuth) jwtBearer(ctx context.Context, c *clientConfig, subject string) (*oauth2.Token, error) {
-	a, err := o.assertion(c, subject)
+func (o *OAuth) jwtBearer(ctx context.Context, c *clientConfig) (*oauth2.Token, error) {
+	a, err := o.assertion(c)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,20 @@ func (o *OAuth) jwtBearer(ctx context.Context, c *clientConfig, subject string) 
 	if c.scopes != "" {
 		form.Set("scope", c.scopes)
 	}
-	return o.postToken(ctx, c.tokenURL, form, nil)
+	var basic *[2]string
+	switch c.jwtClientAuth {
+	case ClientAuthBasic:
+		basic = &[2]string{c.clientID.Reveal(), c.clientSecret.Reveal()}
+	case ClientAuthPost:
+		form.Set("client_id", c.clientID.Reveal())
+		form.Set("client_secret", c.clientSecret.Reveal())
+	default:
+		// A public client still names itself (RFC 6749 §3.2.1).
+		if !c.clientID.IsZero() {
+			form.Set("client_id", c.clientID.Reveal())
+		}
+	}
+	return o.postToken(ctx, c.tokenURL, form, basic)
 }
 
 // maxTokenResponse caps a token endpoint's answer.

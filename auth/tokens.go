@@ -42,8 +42,9 @@ type OAuthConfig struct {
 	// StateTTL is how long an authorization flow may take; default and
 	// maximum 10 minutes.
 	StateTTL time.Duration
-	// Skew is how long before its expiry a token counts as stale;
-	// default 30 s.
+	// Skew is the most a token is refreshed before its expiry; default
+	// 30 s. A short-lived token is refreshed in the last tenth of its
+	// lifetime instead, so that it is not refreshed on every call.
 	Skew time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -80,6 +81,7 @@ type OAuth struct {
 
 type cachedToken struct {
 	access  secrets.Secret
+	issued  time.Time
 	expiry  time.Time
 	version int64
 	// reconnect marks a grant that needs the user to reconnect, until
@@ -152,7 +154,16 @@ var errNoGrant = errors.New("no grant")
 // reconnect_required.
 var errReconnect = errors.New("reconnect required")
 
-func (o *OAuth) fresh(expiry, now time.Time) bool { return now.Add(o.skew).Before(expiry) }
+// fresh reports whether a token issued at issued and expiring at expiry is
+// still good at now: it is refreshed min(Skew, 10% of its lifetime) before
+// it expires.
+func (o *OAuth) fresh(issued, expiry, now time.Time) bool {
+	margin := o.skew
+	if life := expiry.Sub(issued); life > 0 && life/10 < margin {
+		margin = life / 10
+	}
+	return now.Add(margin).Before(expiry)
+}
 
 // fetchFunc obtains a new token; refresh is the stored refresh token of a
 // per-user grant.
@@ -169,7 +180,7 @@ func (o *OAuth) token(ctx context.Context, k grantKey, fetch fetchFunc) (secrets
 		if e.reconnect && now.Before(e.until) {
 			return secrets.Secret{}, 0, errReconnect
 		}
-		if !e.reconnect && o.fresh(e.expiry, now) {
+		if !e.reconnect && o.fresh(e.issued, e.expiry, now) {
 			return e.access, e.version, nil
 		}
 	}
@@ -303,13 +314,14 @@ func (o *OAuth) jwtMode(ctx context.Context, in ModeInput) (registry.Applier, er
 	if err != nil {
 		return nil, err
 	}
+	// The assertion's subject is the call's user, else the instance's
+	// JWT_SUBJECT; it is part of the grant's fingerprint either way.
 	user := in.Principal.Subject()
-	subject := user
-	if subject == "" {
-		subject = c.subject
+	if user != "" {
+		c.subject = user
 	}
 	k := o.key(in, c, user)
 	return o.applier(ctx, k, func(ctx context.Context, _ secrets.Secret) (*oauth2.Token, error) {
-		return o.jwtBearer(ctx, c, subject)
+		return o.jwtBearer(ctx, c)
 	})
 }

@@ -130,6 +130,11 @@ type Auth struct {
 	// Deliver is how an oauth2 access token reaches an MCP server the
 	// connector runs: "env" (a variable) or "file".
 	Deliver string `json:"deliver,omitempty"`
+	// TokenAuthMethod is how the client authenticates at the token
+	// endpoint in mode jwt (RFC 7523 §3.1): client_secret_basic,
+	// client_secret_post or none. Empty: client_secret_basic when the
+	// instance has a client secret, else none.
+	TokenAuthMethod string `json:"token_auth_method,omitempty"`
 }
 
 // Docs are the connector's human and agent-facing texts.

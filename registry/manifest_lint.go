@@ -61,6 +61,7 @@ var (
 	manifestModes     = []string{ModeAPIKey, ModeAccessToken, ModeClientCredentials, ModeOAuth, ModeOAuthCentral, ModeJWT}
 	apiKeyDeliveries  = []string{"header", "query", "cookie"}
 	tokenDeliveries   = []string{"env", "file"}
+	tokenAuthMethods  = []string{"client_secret_basic", "client_secret_post", "none"}
 )
 
 var (
@@ -76,7 +77,7 @@ var (
 // marks a map whose keys are free, "[]" an array of objects.
 var manifestKeys = map[string][]string{
 	"$":                     {"id", "name", "version", "type", "scope", "requires", "tags", "user_description", "auth", "docs", "env", "icons", "openapi", "mapping", "base_url", "verify", "mcp_config"},
-	"$.auth":                {"type", "modes", "delivery", "param", "format", "field", "token_field", "provider", "scopes", "deliver"},
+	"$.auth":                {"type", "modes", "delivery", "param", "format", "field", "token_field", "provider", "scopes", "deliver", "token_auth_method"},
 	"$.docs":                {"llm_short_description", "guide", "url", "translations"},
 	"$.docs.translations":   {"*"},
 	"$.docs.translations.*": {"name", "user_description", "llm_short_description", "guide"},
@@ -368,6 +369,10 @@ func (l *linter) auth(m *Manifest) {
 		}
 	default:
 		l.errorf("auth-type-enum", "$.auth.type", "use one of "+strings.Join(manifestAuthTypes, ", "), "unknown auth type %q", clipLint(a.Type))
+	}
+	if a.TokenAuthMethod != "" && !slices.Contains(tokenAuthMethods, a.TokenAuthMethod) {
+		l.errorf("token-auth-method-enum", "$.auth.token_auth_method", "use client_secret_basic, client_secret_post or none",
+			"unknown token_auth_method %q", clipLint(a.TokenAuthMethod))
 	}
 	if a.Deliver != "" && !slices.Contains(tokenDeliveries, a.Deliver) {
 		l.errorf("deliver-enum", "$.auth.deliver", "use env or file", "unknown deliver %q", clipLint(a.Deliver))

@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,6 +36,10 @@ type Client struct {
 	Secret       string
 	RedirectURIs []string
 	Scopes       []string
+	// AuthMethod, when set, is the only token endpoint authentication the
+	// client may use: client_secret_basic, client_secret_post or none (a
+	// public client). Unset, it may use either secret method.
+	AuthMethod string
 }
 
 // Issuer is a JWT bearer issuer (a service account): assertions signed by
@@ -43,6 +48,10 @@ type Issuer struct {
 	Issuer string
 	Key    crypto.PublicKey
 	Scopes []string
+	// ClientID, when set, makes JWT bearer requests of this issuer
+	// authenticate as that registered client (RFC 7523 §3.1), by the
+	// client's AuthMethod.
+	ClientID string
 }
 
 // Options configures a server.
@@ -162,11 +171,30 @@ func (s *Server) RevokeURL() string    { return s.URL + "/revoke" }
 
 // AddClient registers (or replaces) a client.
 func (s *Server) AddClient(c Client) {
-	s.store.MemoryStore.Clients[c.ID] = &fosite.DefaultClient{
-		ID: c.ID, Secret: mustHash(c.Secret), RedirectURIs: c.RedirectURIs, Scopes: c.Scopes,
+	dc := &fosite.DefaultClient{
+		ID: c.ID, RedirectURIs: c.RedirectURIs, Scopes: c.Scopes,
 		GrantTypes:    []string{"authorization_code", "refresh_token", "client_credentials"},
 		ResponseTypes: []string{"code"},
+		Public:        c.AuthMethod == "none",
 	}
+	if !dc.Public {
+		dc.Secret = mustHash(c.Secret)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.AuthMethod == "" {
+		s.store.MemoryStore.Clients[c.ID] = dc
+		return
+	}
+	s.store.MemoryStore.Clients[c.ID] = &fosite.DefaultOpenIDConnectClient{DefaultClient: dc, TokenEndpointAuthMethod: c.AuthMethod}
+}
+
+// AddIssuer registers (or replaces) a JWT bearer issuer, for example to
+// rotate its key.
+func (s *Server) AddIssuer(i Issuer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.issuers[i.Issuer] = i
 }
 
 func mustHash(secret string) []byte {
@@ -305,9 +333,19 @@ func (s *Server) jwtBearer(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return nil, fosite.ErrInvalidClient
 		}
+		if i.ClientID != "" {
+			c, err := s.provider.(*fosite.Fosite).AuthenticateClient(r.Context(), r, r.PostForm)
+			if err != nil || c.GetID() != i.ClientID {
+				return nil, fosite.ErrInvalidClient
+			}
+		}
 		return i.Key, nil
 	}, jwt.WithAudience(s.TokenURL()), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
 		jwt.WithValidMethods([]string{"RS256", "ES256", "ES384", "ES512"}))
+	if errors.Is(err, fosite.ErrInvalidClient) {
+		writeError(w, "invalid_client")
+		return
+	}
 	if err != nil || !tok.Valid {
 		writeError(w, "invalid_grant")
 		return

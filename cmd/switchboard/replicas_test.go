@@ -114,7 +114,7 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 
 	// Access tokens live 40 s; the server counts a token stale 30 s before
 	// its expiry, so a token is fresh for 10 s after it is issued.
-	as := authztest.New(t, authztest.Options{AccessTokenLifespan: 40 * time.Second})
+	as := authztest.New(t, authztest.Options{AccessTokenLifespan: 12 * time.Second})
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sub, ok := as.Validate(r)
 		if !ok {
@@ -202,8 +202,9 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 			t.Fatalf("warm call: %s", out)
 		}
 	}
-	// Let the access token go stale everywhere.
-	time.Sleep(time.Until(issued.Add(10*time.Second + 500*time.Millisecond)))
+	// Let the access token go stale everywhere: a 12 s token is refreshed
+	// in the last tenth of its life.
+	time.Sleep(time.Until(issued.Add(11*time.Second + 300*time.Millisecond)))
 	before := as.TokenRequests("refresh_token")
 	var (
 		wg       sync.WaitGroup
