@@ -133,10 +133,19 @@ func (o *OAuth) Connect(ctx context.Context, in ModeInput) (*Flow, error) {
 		CookieName: BindingCookieName(state), ExpiresAt: expires}, nil
 }
 
+// Callback names the callback a state arrives at: an instance's own
+// (/workspaces/{tenant}/webhooks/{instance}/oauth/callback), or, with both
+// fields empty, the platform's central one.
+type Callback struct {
+	TenantSlug   string
+	InstanceSlug string
+}
+
 // ConsumeState takes the flow of state, once: a missing, unknown, used
-// or expired state, or a browser binding that does not match, is
-// ErrStateInvalid. The state is spent either way.
-func (o *OAuth) ConsumeState(ctx context.Context, state, binding string) (*FlowState, error) {
+// or expired state, a browser binding that does not match, or a state
+// issued for another callback than cb is ErrStateInvalid. The state is
+// spent either way.
+func (o *OAuth) ConsumeState(ctx context.Context, state, binding string, cb Callback) (*FlowState, error) {
 	if state == "" || len(state) > 256 {
 		return nil, ErrStateInvalid
 	}
@@ -148,6 +157,13 @@ func (o *OAuth) ConsumeState(ctx context.Context, state, binding string) (*FlowS
 		return nil, ErrStateInvalid
 	}
 	if binding == "" || subtle.ConstantTimeCompare([]byte(hashHex(binding)), []byte(fs.bindingHash)) != 1 {
+		return nil, ErrStateInvalid
+	}
+	want := o.publicURL + CentralCallbackPath
+	if cb != (Callback{}) {
+		want = o.RedirectURI(registry.ModeOAuth, cb.TenantSlug, cb.InstanceSlug)
+	}
+	if fs.RedirectURI != want {
 		return nil, ErrStateInvalid
 	}
 	return fs, nil

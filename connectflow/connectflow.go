@@ -186,7 +186,7 @@ func (f *flows) serveCallback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// The state is spent before anything else, whatever the outcome.
-	fs, err := f.oauth.ConsumeState(ctx, state, binding)
+	fs, err := f.oauth.ConsumeState(ctx, state, binding, auth.Callback{TenantSlug: r.PathValue("tenant"), InstanceSlug: r.PathValue("instance")})
 	if err != nil {
 		fail(http.StatusBadRequest, err)
 		return
