@@ -207,6 +207,9 @@ func (o *OAuth) Finish(ctx context.Context, fs *FlowState, in ModeInput, code st
 		return fmt.Errorf("storing the grant: %w", err)
 	}
 	o.remember(k.fp, &cachedToken{access: access, issued: now, expiry: expiry, version: version})
+	// Other replicas may remember the grant as needing a reconnect: they
+	// drop what they hold of it and read the new grant.
+	o.announce(ctx, "a reconnect", k.fp)
 	return nil
 }
 
@@ -266,14 +269,22 @@ func (o *OAuth) Disconnect(ctx context.Context, in ModeInput) error {
 		o.forget(fp)
 	}
 	// Other replicas drop their cached tokens of the grant too.
-	if err := o.store.Notify(ctx, GrantsChannel, strings.Join(fps, ",")); err != nil {
-		o.logger.Warn("telling other replicas of a disconnect failed; their cached tokens live until expiry", "err", err.Error())
-	}
+	o.announce(ctx, "a disconnect", fps...)
 	return nil
 }
 
+// announce tells the other replicas to drop what they cache of the grants
+// fps. A failure is logged: their caches then live until expiry (or, for
+// a reconnect, for reconnectMemory).
+func (o *OAuth) announce(ctx context.Context, what string, fps ...string) {
+	if err := o.store.Notify(ctx, GrantsChannel, strings.Join(fps, ",")); err != nil {
+		o.logger.Warn("telling other replicas of "+what+" failed", "err", err.Error())
+	}
+}
+
 // GrantsChannel is the Postgres NOTIFY channel on which a replica tells
-// the others which grants' cached tokens to drop.
+// the others which grants' cached state to drop (a disconnect, a
+// reconnect).
 const GrantsChannel = "switchboard_grants"
 
 // Listen drops the cached tokens of grants that other replicas disconnect,
