@@ -79,7 +79,9 @@ type ProviderView struct {
 
 // Providers is the platform provider registry. Providers are cached in
 // memory and re-read after providerTTL, so that a change made on another
-// replica is seen within it.
+// replica is seen within it. While the store cannot be read, the last
+// provider read is served (and the store tried again every
+// providerRetry), so that warm per-user calls survive a database outage.
 type Providers struct {
 	store     *Store
 	publicURL string
@@ -94,7 +96,10 @@ type cachedProvider struct {
 	loaded time.Time
 }
 
-const providerTTL = 30 * time.Second
+const (
+	providerTTL   = 30 * time.Second
+	providerRetry = 5 * time.Second
+)
 
 // NewProviders returns the registry over db; publicURL is the server's
 // public base URL, for the central callback URL.
@@ -102,6 +107,10 @@ func NewProviders(db *database.DB, s *secrets.Store, publicURL string) *Provider
 	return &Providers{store: NewStore(db, s), publicURL: strings.TrimRight(publicURL, "/"),
 		now: func() time.Time { return time.Now().UTC() }, cache: map[string]*cachedProvider{}}
 }
+
+// SetClock replaces the registry's clock (time.Now), for tests that move
+// time forward. Call it before the registry is used.
+func (ps *Providers) SetClock(now func() time.Time) { ps.now = now }
 
 // CentralCallbackPath is the path of the platform's one OAuth callback.
 const CentralCallbackPath = "/oauth/callback"
@@ -206,7 +215,18 @@ func (ps *Providers) Get(ctx context.Context, slug string) (*Provider, error) {
 	}
 	p, err := ps.load(ctx, slug)
 	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
-		return nil, err
+		if c == nil {
+			return nil, err
+		}
+		// The store is failing: serve the last good answer and try again
+		// in providerRetry.
+		ps.mu.Lock()
+		ps.cache[slug] = &cachedProvider{p: c.p, loaded: now.Add(providerRetry - providerTTL)}
+		ps.mu.Unlock()
+		if c.p == nil {
+			return nil, errNoProvider
+		}
+		return c.p, nil
 	}
 	ps.mu.Lock()
 	ps.cache[slug] = &cachedProvider{p: p, loaded: now}

@@ -35,8 +35,13 @@ func (r *rig) registerCRM() {
 // Finish.
 func (r *rig) connect(t *testing.T, user string) {
 	t.Helper()
+	r.connectWith(t, r.input(registry.ModeOAuth, userFields(r.as), user), user)
+}
+
+// connectWith is connect for the instance as in describes it.
+func (r *rig) connectWith(t *testing.T, in auth.ModeInput, user string) {
+	t.Helper()
 	ctx := context.Background()
-	in := r.input(registry.ModeOAuth, userFields(r.as), user)
 	flow, err := r.o.Connect(ctx, in)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)

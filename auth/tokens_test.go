@@ -34,6 +34,7 @@ type rig struct {
 	db     *database.DB
 	as     *authztest.Server
 	o      *auth.OAuth
+	prov   *auth.Providers
 	app    *auth.AppAuth
 	tenant *tenants.Tenant
 	clk    *testClock
@@ -57,11 +58,12 @@ func newRig(t *testing.T, db *database.DB, as *authztest.Server) *rig {
 func replica(t *testing.T, db *database.DB, as *authztest.Server, tn *tenants.Tenant, clk *testClock) *rig {
 	t.Helper()
 	sec := newSecrets(t, db)
-	o := auth.NewOAuth(auth.OAuthConfig{DB: db, Secrets: sec, Providers: auth.NewProviders(db, sec, "http://127.0.0.1:9"),
-		PublicURL: "http://127.0.0.1:9", Now: clk.now})
+	prov := auth.NewProviders(db, sec, "http://127.0.0.1:9")
+	prov.SetClock(clk.now)
+	o := auth.NewOAuth(auth.OAuthConfig{DB: db, Secrets: sec, Providers: prov, PublicURL: "http://127.0.0.1:9", Now: clk.now})
 	app := auth.NewAppAuth()
 	o.Register(app)
-	return &rig{db: db, as: as, o: o, app: app, tenant: tn, clk: clk,
+	return &rig{db: db, as: as, o: o, prov: prov, app: app, tenant: tn, clk: clk,
 		inst: &tenants.Instance{ID: "in_crm", TenantID: tn.ID, Slug: "crm", ConnectorID: "crm"}}
 }
 
