@@ -260,13 +260,20 @@ func (w *Writer) add(e Entry, admitted bool) {
 		e.ID = switchboard.NewID("aud_")
 	}
 	w.mu.Lock()
-	if admitted {
-		w.inflight--
-	}
 	if w.closed {
 		w.mu.Unlock()
 		w.spill([]Entry{e}, "recorded after close")
+		// Close waits for admitted calls: this one counts until its row
+		// is on disk, so the process cannot exit in between.
+		if admitted {
+			w.mu.Lock()
+			w.inflight--
+			w.mu.Unlock()
+		}
 		return
+	}
+	if admitted {
+		w.inflight--
 	}
 	w.queue = append(w.queue, e)
 	w.memory.Add(1)

@@ -301,15 +301,20 @@ func TestAuditSurvivesAbruptShutdown(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	wait := r.load(ctx, current, 3)
+	var phases []string
+	mark := func(what string) { phases = append(phases, fmt.Sprintf("%s at call %d", what, r.next.Load())) }
 	term := func() {
 		time.Sleep(time.Second)
+		mark("SIGTERM")
 		if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		_ = a.cmd.Wait()
+		mark("exited")
 	}
 	restart := func() {
 		a = r.start(t, dirA, "--shutdown-timeout", "1ms")
+		mark("restarted")
 		mu.Lock()
 		urls = []string{a.url, b.url}
 		mu.Unlock()
@@ -330,8 +335,8 @@ func TestAuditSurvivesAbruptShutdown(t *testing.T) {
 	t.Logf("calls %d, answered %d, upstream hits %d, audited %d, missing %d, spool segments after the second SIGTERM %d",
 		r.next.Load(), r.answered.Load(), hits, rows, len(missing), len(spooled))
 	if len(missing) > 0 {
-		t.Fatalf("%d calls reached the upstream without an audit row (e.g. %v)\nA: %.3000s",
-			len(missing), missing[:min(len(missing), 10)], a.logs.String())
+		t.Fatalf("%d calls reached the upstream without an audit row (e.g. %v); %s\nA: %s\nB: %s",
+			len(missing), missing[:min(len(missing), 10)], strings.Join(phases, ", "), a.logs.String(), b.logs.String())
 	}
 	if len(spooled) == 0 {
 		t.Errorf("SIGTERM with the store down left no spool segment in %s\nA: %.3000s", filepath.Join(dirA, "audit-spool"), a.logs.String())

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"io"
-	"path/filepath"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 )
