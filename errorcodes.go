@@ -148,6 +148,7 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_agent_id":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_user_id":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"missing_property":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_base_url":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"revision_mismatch":     {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"undecryptable":         {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"invalid_field":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},

@@ -11,12 +11,14 @@
 package egress
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +26,45 @@ import (
 
 // ErrBlockedAddress is returned (wrapped) when the guard refuses a dial.
 var ErrBlockedAddress = errors.New("outbound address not allowed")
+
+// Rules the guard refuses an address by, as RefusedError.Rule names them.
+const (
+	RuleLoopback      = "loopback"
+	RulePrivate       = "private"
+	RuleLinkLocal     = "link-local"
+	RuleMetadata      = "metadata"
+	RuleUniqueLocal   = "unique-local"
+	RuleSharedAddress = "shared-address" // carrier-grade NAT, 100.64.0.0/10
+	RuleMulticast     = "multicast"
+	RuleUnspecified   = "unspecified"
+	RuleNAT64         = "nat64"
+	RuleReserved      = "reserved" // protocol assignments, benchmarking, documentation, 240/4
+	RuleUnparseable   = "unparseable"
+)
+
+// RefusedError is the guard's refusal of one connection: the rule that
+// refused it and the resolved address. The address is for the operator's
+// log; Error and Rule never show it, so the error can be described to a
+// caller without revealing how a host name resolved inside the network.
+type RefusedError struct {
+	Rule string
+	Addr netip.Addr
+}
+
+// Error implements error without the address.
+func (e *RefusedError) Error() string {
+	return ErrBlockedAddress.Error() + ": the address is " + e.Rule
+}
+
+// Is makes errors.Is(err, ErrBlockedAddress) true.
+func (e *RefusedError) Is(target error) bool { return target == ErrBlockedAddress }
+
+// Refusal returns the guard's refusal in err's chain, if any.
+func Refusal(err error) (*RefusedError, bool) {
+	var re *RefusedError
+	ok := errors.As(err, &re)
+	return re, ok
+}
 
 // ErrResponseTooLarge is returned when a response body exceeds its cap.
 var ErrResponseTooLarge = errors.New("response too large")
@@ -41,35 +82,50 @@ type Config struct {
 	Timeout               time.Duration
 	// MaxIdleConnsPerHost defaults to 64.
 	MaxIdleConnsPerHost int
+	// LookupNetIP, when set, resolves host names instead of the system
+	// resolver; tests use it to make a name resolve to a refused address.
+	// The guard still checks every resolved address in Control, before
+	// the connection is attempted.
+	LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// blocked are the ranges no upstream may be in unless allow-listed.
-var blocked = mustPrefixes(
-	"0.0.0.0/8",         // "this network", unspecified
-	"10.0.0.0/8",        // private
-	"100.64.0.0/10",     // carrier-grade NAT
-	"127.0.0.0/8",       // loopback
-	"169.254.0.0/16",    // link-local, cloud metadata (169.254.169.254)
-	"172.16.0.0/12",     // private
-	"192.0.0.0/24",      // IETF protocol assignments
-	"192.168.0.0/16",    // private
-	"198.18.0.0/15",     // benchmarking
-	"224.0.0.0/4",       // multicast
-	"240.0.0.0/4",       // reserved, broadcast
-	"::/128",            // unspecified
-	"::1/128",           // loopback
-	"fc00::/7",          // unique-local
-	"fe80::/10",         // link-local
-	"ff00::/8",          // multicast
-	"fd00:ec2::254/128", // AWS metadata over IPv6 (inside fc00::/7; listed for clarity)
-	"64:ff9b::/96",      // NAT64 can reach IPv4 private space
-	"2001:db8::/32",     // documentation
+// blockedRange is a range no upstream may be in unless allow-listed, and
+// the rule it is refused by.
+type blockedRange struct {
+	prefix netip.Prefix
+	rule   string
+}
+
+// blocked are the refused ranges, most specific first: the first match
+// names the rule.
+var blocked = mustRanges(
+	"169.254.169.254/32", RuleMetadata, // cloud metadata (AWS, GCP, Azure, ...)
+	"fd00:ec2::254/128", RuleMetadata, // AWS metadata over IPv6
+	"100.100.100.200/32", RuleMetadata, // Alibaba Cloud metadata
+	"0.0.0.0/8", RuleUnspecified, // "this network"
+	"10.0.0.0/8", RulePrivate,
+	"100.64.0.0/10", RuleSharedAddress,
+	"127.0.0.0/8", RuleLoopback,
+	"169.254.0.0/16", RuleLinkLocal,
+	"172.16.0.0/12", RulePrivate,
+	"192.0.0.0/24", RuleReserved, // IETF protocol assignments
+	"192.168.0.0/16", RulePrivate,
+	"198.18.0.0/15", RuleReserved, // benchmarking
+	"224.0.0.0/4", RuleMulticast,
+	"240.0.0.0/4", RuleReserved, // reserved, broadcast
+	"::/128", RuleUnspecified,
+	"::1/128", RuleLoopback,
+	"fc00::/7", RuleUniqueLocal,
+	"fe80::/10", RuleLinkLocal,
+	"ff00::/8", RuleMulticast,
+	"64:ff9b::/96", RuleNAT64, // NAT64 can reach IPv4 private space
+	"2001:db8::/32", RuleReserved, // documentation
 )
 
-func mustPrefixes(ss ...string) []netip.Prefix {
-	out := make([]netip.Prefix, len(ss))
-	for i, s := range ss {
-		out[i] = netip.MustParsePrefix(s)
+func mustRanges(pairs ...string) []blockedRange {
+	out := make([]blockedRange, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, blockedRange{netip.MustParsePrefix(pairs[i]), pairs[i+1]})
 	}
 	return out
 }
@@ -100,34 +156,47 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 }
 
 // Allowed reports whether the policy lets a connection reach addr.
-func (c Config) Allowed(addr netip.Addr) bool {
+func (c Config) Allowed(addr netip.Addr) bool { return c.Rule(addr) == "" }
+
+// Rule returns the rule that refuses a connection to addr, or "" when the
+// policy allows it.
+func (c Config) Rule(addr netip.Addr) string {
 	addr = addr.Unmap()
 	for _, p := range c.Allow {
 		if p.Contains(addr) {
-			return true
+			return ""
 		}
 	}
-	if !addr.IsValid() || addr.IsUnspecified() || addr.IsLoopback() || addr.IsPrivate() ||
-		addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() || addr.IsMulticast() {
-		return false
-	}
-	for _, p := range blocked {
-		if p.Contains(addr) {
-			return false
+	for _, b := range blocked {
+		if b.prefix.Contains(addr) {
+			return b.rule
 		}
 	}
-	return true
+	switch {
+	case !addr.IsValid() || addr.IsUnspecified():
+		return RuleUnspecified
+	case addr.IsLoopback():
+		return RuleLoopback
+	case addr.IsPrivate():
+		return RulePrivate
+	case addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast():
+		return RuleLinkLocal
+	case addr.IsMulticast():
+		return RuleMulticast
+	}
+	return ""
 }
 
 // Control is a net.Dialer Control function enforcing the policy on the
-// resolved address of every connection attempt.
+// resolved address of every connection attempt. It runs before the
+// connection is attempted, so a refused address never sees a packet.
 func (c Config) Control(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: unparseable address %q", ErrBlockedAddress, address)
+		return &RefusedError{Rule: RuleUnparseable}
 	}
-	if !c.Allowed(ap.Addr()) {
-		return fmt.Errorf("%w: %s is in a refused range", ErrBlockedAddress, ap.Addr())
+	if rule := c.Rule(ap.Addr()); rule != "" {
+		return &RefusedError{Rule: rule, Addr: ap.Addr().Unmap()}
 	}
 	return nil
 }
@@ -155,10 +224,9 @@ func NewClient(c Config) *http.Client {
 	if idle <= 0 {
 		idle = 64
 	}
-	d := c.Dialer()
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           d.DialContext,
+		DialContext:           c.dialContext(c.Dialer()),
 		TLSHandshakeTimeout:   orDefault(c.TLSHandshakeTimeout, 5*time.Second),
 		ResponseHeaderTimeout: orDefault(c.ResponseHeaderTimeout, 30*time.Second),
 		ExpectContinueTimeout: time.Second,
@@ -174,6 +242,74 @@ func NewClient(c Config) *http.Client {
 			return http.ErrUseLastResponse
 		},
 	}
+}
+
+// dialContext is d.DialContext, resolving names through LookupNetIP when
+// it is set. Each resolved address is dialled by d, whose Control checks
+// it before connecting.
+func (c Config) dialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.LookupNetIP == nil {
+		return d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			return d.DialContext(ctx, network, addr)
+		}
+		ips, err := c.LookupNetIP(ctx, network, host)
+		if err != nil {
+			return nil, &net.DNSError{Err: err.Error(), Name: host, IsNotFound: true}
+		}
+		if len(ips) == 0 {
+			return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+		}
+		var first error
+		for _, ip := range ips {
+			conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+			if err == nil {
+				return conn, nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return nil, first
+	}
+}
+
+// ValidateURL checks the syntax of an upstream base URL before it is
+// saved: an absolute http or https URL with a host and no user
+// information (credentials belong in secret fields, not in a URL that is
+// shown and logged). It resolves nothing: which addresses are reachable
+// is decided at each connection. The error says what is wrong without
+// echoing the URL.
+func ValidateURL(raw string) error {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	switch {
+	case err != nil:
+		return errors.New("is not a URL")
+	case u.Scheme == "" && u.Host == "":
+		return errors.New("is not an absolute URL (it needs http:// or https:// and a host)")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("has scheme %q; only http and https are allowed", truncate(u.Scheme, 16))
+	case u.User != nil:
+		return errors.New("must not hold user information (user:password@); put credentials in the connector's secret fields")
+	case u.Hostname() == "":
+		return errors.New("has no host")
+	case u.Opaque != "":
+		return errors.New("is not a hierarchical URL (scheme://host/path)")
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // ReadBody reads at most max bytes of r; more is ErrResponseTooLarge.

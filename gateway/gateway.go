@@ -169,6 +169,11 @@ type credentials struct {
 // API returns the target's compiled registry.
 func (t *Target) API() *registry.API { return t.Connector.API }
 
+// errUndecryptable is the answer when a field of the instance does not
+// decrypt: the call cannot be made until an admin enters it again.
+var errUndecryptable = switchboard.E(switchboard.ErrConflict, "undecryptable",
+	"a stored field of this app instance cannot be decrypted; a workspace admin must enter it again")
+
 // errNoInstance is the answer for an unknown tenant or instance alike.
 var errNoInstance = switchboard.E(switchboard.ErrNotFound, "not_found", "no such app instance in this workspace")
 
@@ -306,6 +311,11 @@ func (g *Gateway) credentials(ctx context.Context, t *Target) (*credentials, err
 		return c, nil
 	}
 	fields, err := g.secrets.GetAll(ctx, t.Instance.TenantID, t.Instance.SecretOwner())
+	if errors.Is(err, secrets.ErrUndecryptable) {
+		// The cause names the row (tenant, owner, field), never a value.
+		g.logger.Warn("instance field does not decrypt", "tenant", t.Tenant.Slug, "instance", t.Instance.Slug, "err", err)
+		return nil, errUndecryptable.WithCause(err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +370,7 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		}
 	}
 	resp, err := g.call(ctx, t, p, op, args)
+	g.logRefusal(t, err)
 	if record != nil {
 		tool, action := t.toolAction(op)
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
@@ -411,6 +422,18 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		}
 		return resp, err
 	}
+}
+
+// logRefusal warns when the egress guard refused the upstream of t: the
+// operator's log gets the instance, the rule and the resolved address; the
+// agent's error names only the rule.
+func (g *Gateway) logRefusal(t *Target, err error) {
+	re, ok := egress.Refusal(err)
+	if !ok || t == nil {
+		return
+	}
+	g.logger.Warn("upstream refused by the egress policy", "tenant", t.Tenant.Slug, "instance", t.Instance.Slug,
+		"connector", t.Instance.ConnectorID, "rule", re.Rule, "addr", re.Addr.String())
 }
 
 // buildAppAuth resolves the instance's auth mode into the upstream

@@ -26,7 +26,9 @@ func (g *Gateway) RemoteTools(ctx context.Context, t *Target, p *auth.Principal)
 	if err != nil {
 		return nil, err
 	}
-	return t.remote.Tools(ctx, u)
+	tools, err := t.remote.Tools(ctx, u)
+	g.logRefusal(t, err)
+	return tools, err
 }
 
 // CallRemote forwards a tools/call to an mcp_remote instance's hosted
@@ -43,6 +45,7 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 		}
 	}
 	res, status, err := g.callRemote(ctx, t, p, name, args)
+	g.logRefusal(t, err)
 	if record != nil {
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: name, Action: "call", Outcome: "ok", Status: status,

@@ -82,6 +82,7 @@ func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.
 		}
 	}
 	details["latency_ms"] = time.Since(start).Milliseconds()
+	g.logRefusal(t, err)
 	if err != nil {
 		d := switchboard.DetailOf(err)
 		details["code"] = d.Code

@@ -66,7 +66,8 @@ var defaultClient = &http.Client{
 // Do builds and sends the call and reads the answer. A non-2xx answer is
 // returned together with an *UpstreamError (its body cut at the cap); a
 // transport failure or an oversized 2xx body is an *UpstreamError with code
-// upstream_unavailable.
+// upstream_unavailable, an address the egress guard refuses one with code
+// egress_refused.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
 	req, err := BuildRequest(ctx, c)
 	if err != nil {
@@ -110,6 +111,9 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
 }
 
 func transportError(ctx context.Context, err error) *UpstreamError {
+	if ue, ok := EgressRefused(err); ok {
+		return ue
+	}
 	msg := "the upstream service could not be reached"
 	var ne net.Error
 	switch {

@@ -10,12 +10,13 @@ import (
 	"unicode"
 
 	switchboard "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/egress"
 )
 
 // UpstreamError is the typed, secret-free form of a vendor's failure: its
 // Code is one of reconnect_required, forbidden, not_found, rate_limited,
-// upstream_unavailable and upstream_rejected, and it unwraps to the
-// matching error kind of the vocabulary.
+// upstream_unavailable, upstream_rejected and egress_refused, and it
+// unwraps to the matching error kind of the vocabulary (and to Cause).
 type UpstreamError struct {
 	Code string
 	// Status is the upstream HTTP status, or 0 when no answer came.
@@ -25,13 +26,25 @@ type UpstreamError struct {
 	// Message is a bounded, client-safe sentence. It holds at most a short,
 	// sanitized excerpt of the vendor's own error message, never the body.
 	Message string
+	// Cause, when set, is the internal cause, for logs (such as the
+	// egress guard's refusal with the resolved address); never rendered.
+	Cause error
 }
 
 // Error implements error.
 func (e *UpstreamError) Error() string { return e.Code + ": " + e.Message }
 
-// Unwrap returns the vocabulary kind of the error's code, for errors.Is.
-func (e *UpstreamError) Unwrap() error {
+// Unwrap returns the vocabulary kind of the error's code, for errors.Is,
+// and the cause when there is one.
+func (e *UpstreamError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.kind(), e.Cause}
+	}
+	return []error{e.kind()}
+}
+
+// kind is the vocabulary kind of the error's code.
+func (e *UpstreamError) kind() error {
 	if k := switchboard.KindOf(e.Code); k != nil {
 		return k
 	}
@@ -42,11 +55,25 @@ func (e *UpstreamError) Unwrap() error {
 // status (other than a rate limit) is passed through, anything else takes
 // the code's status (429 rate_limited, 502 upstream_unavailable, ...).
 func (e *UpstreamError) TypedError() *switchboard.Error {
-	t := &switchboard.Error{Kind: e.Unwrap(), Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}
+	t := &switchboard.Error{Kind: e.kind(), Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}
 	if e.Status >= 400 && e.Status < 500 && e.Code != "rate_limited" {
 		t.Status = e.Status
 	}
 	return t
+}
+
+// EgressRefused returns the typed egress_refused error when err's chain
+// holds the egress guard's refusal of the upstream's address: its message
+// names the rule (loopback, private, link-local, metadata, ...) and never
+// the resolved address, which stays in Cause for the operator's log.
+func EgressRefused(err error) (*UpstreamError, bool) {
+	re, ok := egress.Refusal(err)
+	if !ok {
+		return nil, false
+	}
+	return &UpstreamError{Code: "egress_refused", Cause: re, Message: fmt.Sprintf(
+		"the server's outbound policy refuses the upstream's address (rule: %s); an operator can allow it with SWITCHBOARD_ALLOW_UPSTREAM_CIDRS",
+		re.Rule)}, true
 }
 
 // maxExcerpt bounds the vendor message excerpt in an UpstreamError.

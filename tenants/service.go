@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 )
@@ -458,6 +459,9 @@ func (s *Service) verify(ctx context.Context, t *Tenant, conn *registry.Connecto
 	if err := check(stored); err != nil {
 		return plan{}, err
 	}
+	if err := checkURLs(m, fields); err != nil {
+		return plan{}, err
+	}
 	if m.Verify == nil {
 		pl.state, pl.verification = AuthUnverified, Verification{Message: "not verified: the connector declares no verification; the instance is activated without a test"}
 		return pl, nil
@@ -486,6 +490,38 @@ func (s *Service) verify(ctx context.Context, t *Tenant, conn *registry.Connecto
 	}
 	pl.verification = v
 	return pl, nil
+}
+
+// checkURLs validates, when an install saves them rather than at the first
+// call, the upstream URLs the connector builds from the instance's fields:
+// its base URL and its hosted MCP server's URL must be http(s) URLs with a
+// host and no user information. Nothing is resolved. The error names the
+// fields the URL is built from and what is wrong, never the URL.
+func checkURLs(m *registry.Manifest, fields map[string]secrets.Secret) error {
+	templates := []string{m.BaseURL}
+	if m.MCPConfig != nil {
+		templates = append(templates, m.MCPConfig.URL)
+	}
+	for _, tmpl := range templates {
+		u := registry.Expand(tmpl, m, fields)
+		if u == "" {
+			continue
+		}
+		if err := egress.ValidateURL(u); err != nil {
+			var names []string
+			for _, p := range registry.ScanPlaceholders(tmpl) {
+				if p.Name != "" && !slices.Contains(names, p.Name) {
+					names = append(names, p.Name)
+				}
+			}
+			from := "the connector's URL"
+			if len(names) > 0 {
+				from = "the URL built from field(s) " + strings.Join(names, ", ")
+			}
+			return invalid("invalid_base_url", "%s %v", from, err)
+		}
+	}
+	return nil
 }
 
 func fieldNames(m *registry.Manifest) string {

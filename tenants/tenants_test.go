@@ -171,6 +171,9 @@ func TestInstallValidation(t *testing.T) {
 				}
 			}, switchboard.ErrInvalid, "invalid_agents"},
 			{"field too long", "acme", "w", func(r *tenants.InstallRequest) { r.Fields["NOTE"] = sec(strings.Repeat("x", 16<<10+1)) }, switchboard.ErrInvalid, "invalid_field"},
+			{"file base URL", "acme", "w", func(r *tenants.InstallRequest) { r.Fields["BASE_URL"] = sec("file:///etc/passwd") }, switchboard.ErrInvalid, "invalid_base_url"},
+			{"base URL not a URL", "acme", "w", func(r *tenants.InstallRequest) { r.Fields["BASE_URL"] = sec("not a url") }, switchboard.ErrInvalid, "invalid_base_url"},
+			{"base URL with user info", "acme", "w", func(r *tenants.InstallRequest) { r.Fields["BASE_URL"] = sec("https://u:" + canary + "@h.example") }, switchboard.ErrInvalid, "invalid_base_url"},
 			{"invalid instance slug", "acme", "Bad_Slug", nil, switchboard.ErrInvalid, "invalid_slug"},
 			{"unknown tenant", "nope", "w", nil, switchboard.ErrNotFound, "tenant_not_found"},
 		}

@@ -252,6 +252,9 @@ func (c *Conn) classifyLocked(err error) error {
 	if errors.As(err, &ue) {
 		return err
 	}
+	if ue, ok := registry.EgressRefused(err); ok {
+		return ue
+	}
 	status := 0
 	var se *statusError
 	if errors.As(err, &se) {
