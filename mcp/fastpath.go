@@ -11,6 +11,8 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboardhq/switchboard"
 )
 
 // The fast path answers the two hot methods, tools/list and tools/call,
@@ -322,7 +324,7 @@ func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized
 	if err != nil || res == nil {
 		// Our handlers report failures as results; this is a bug.
 		a.log.Error("tool handler returned no result", "tool", name)
-		b, _ := json.Marshal(rpcDetail{Code: -32603, Message: "internal error"})
+		b, _ := json.Marshal(rpcDetail{Code: switchboard.RPCInternalError, Message: "internal error"})
 		writeResponse(w, env.id, append(append([]byte(`"error":`), b...), '}'))
 		return true
 	}

@@ -542,16 +542,12 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	return cs
 }
 
-// codeResourceNotFound is the error code of a missing resource in the
-// protocol revisions before 2026-07-28 ("Resource not found: -32002").
-// SEP-2164 (2026-07-28) replaced it with -32602, Invalid params, which the
-// SDK now returns in every era.
-const codeResourceNotFound = -32002
-
 // resourceNotFound gives a missing resource the code of the client's
-// protocol revision: -32002 before 2026-07-28 (including clients that send
-// no version), -32602 from 2026-07-28 on (SEP-2164). It keeps the SDK's
-// message and data ({"uri": ...}).
+// protocol revision: -32002 (switchboard.RPCResourceNotFound) before
+// 2026-07-28, including clients that send no version, as the 2025
+// revisions say ("Resource not found: -32002"); -32602 Invalid params from
+// 2026-07-28 on (SEP-2164), which the SDK now returns in every era. It
+// keeps the SDK's message and data ({"uri": ...}).
 func resourceNotFound(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		res, err := next(ctx, method, req)
@@ -560,10 +556,10 @@ func resourceNotFound(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		var je *jsonrpc.Error
 		if !errors.As(err, &je) || je.Message != "Resource not found" ||
-			(je.Code != jsonrpc.CodeInvalidParams && je.Code != codeResourceNotFound) {
+			(je.Code != jsonrpc.CodeInvalidParams && je.Code != switchboard.RPCResourceNotFound) {
 			return res, err
 		}
-		code := int64(codeResourceNotFound)
+		code := int64(switchboard.RPCResourceNotFound)
 		if extra := req.GetExtra(); extra != nil && extra.Header.Get(headerVersion) >= versionStateless {
 			code = jsonrpc.CodeInvalidParams
 		}
