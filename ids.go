@@ -17,6 +17,13 @@ type InstanceID string
 // CallerID is the opaque identifier of a caller credential.
 type CallerID string
 
+// RequestIDHeader carries a request's id: optional in requests (from a
+// trusted proxy), set on every response by the server's request logging
+// (api.RequestLog) before any handler runs, and read back from the
+// response by the agent-path transports (gateway.RequestLogger) so that
+// their log lines carry the same request_id.
+const RequestIDHeader = "X-Request-Id"
+
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // NewID returns a random identifier with the given prefix, such as "ten_".

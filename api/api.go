@@ -3,8 +3,10 @@
 // authenticated by an operator bearer token; health and readiness probes;
 // and the API's own OpenAPI document at /openapi.json.
 //
-// It also provides the server-wide request middleware (RequestLog) and the
-// request-scoped Logger and RequestID that other transports use. Errors of
+// It also provides the server-wide request middleware (RequestLog), which
+// sets every response's request id (switchboard.RequestIDHeader) before
+// the handlers run; the other transports log it with
+// gateway.RequestLogger. Errors of
 // the vocabulary in the root package are rendered in one place
 // (handleError) as {"error": {"code": ..., "message": ...}}.
 package api

@@ -11,58 +11,37 @@ import (
 	"github.com/switchboardhq/switchboard"
 )
 
-// RequestIDHeader carries the request id, in requests (optional, from a
-// trusted proxy) and in every response.
-const RequestIDHeader = "X-Request-Id"
-
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 type ctxKey int
 
-const (
-	loggerKey ctxKey = iota
-	requestIDKey
-)
+// loggerKey holds the request's logger (with request_id) in its context,
+// for the admin API's handlers (Server.logger).
+const loggerKey ctxKey = 0
 
 var discard = slog.New(slog.DiscardHandler)
-
-// Logger returns the request-scoped logger RequestLog put in ctx (it
-// carries request_id), or a logger that discards everything when there is
-// none. It never returns nil.
-func Logger(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
-		return l
-	}
-	return discard
-}
-
-// RequestID returns the request id RequestLog assigned, or "".
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
 
 // maxLoggedPath bounds the path written to a log line.
 const maxLoggedPath = 256
 
 // RequestLog wraps the whole server. It assigns each request an id (the
 // incoming X-Request-Id when it matches ^[A-Za-z0-9._-]{1,64}$, otherwise
-// a fresh one), sets it on the response, puts a logger carrying it in the
-// request context (see Logger and RequestID), and writes one log line per
+// a fresh one), sets it on the response before the handler runs (where
+// gateway.RequestLogger reads it), puts a logger carrying it in the
+// request context for the admin API, and writes one log line per
 // request: method, path (never the query string, which may hold secrets),
 // status, duration, bytes written and the tenant slug when the path names
 // one. Headers and bodies are never logged.
 func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := r.Header.Get(RequestIDHeader)
+		id := r.Header.Get(switchboard.RequestIDHeader)
 		if !requestIDPattern.MatchString(id) {
 			id = switchboard.NewID("req_")
 		}
-		w.Header().Set(RequestIDHeader, id)
+		w.Header().Set(switchboard.RequestIDHeader, id)
 		reqLogger := logger.With("request_id", id)
 		ctx := context.WithValue(r.Context(), loggerKey, reqLogger)
-		ctx = context.WithValue(ctx, requestIDKey, id)
 		rec := &recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r.WithContext(ctx))
 

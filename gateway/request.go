@@ -22,15 +22,11 @@ const TargetUserArg = "targetUserId"
 // MaxBodyBytes caps the request body of App mode and of the MCP endpoint.
 const MaxBodyBytes = 1 << 20
 
-// RequestIDHeader is the response header the server's request logging
-// sets to the request id.
-const RequestIDHeader = "X-Request-Id"
-
 // RequestLogger returns logger with the request's id, read from the
 // response header the request logging middleware has already set, so that
 // agent-path lines join the server's request line.
 func RequestLogger(logger *slog.Logger, w http.ResponseWriter) *slog.Logger {
-	if id := w.Header().Get(RequestIDHeader); id != "" {
+	if id := w.Header().Get(switchboard.RequestIDHeader); id != "" {
 		return logger.With("request_id", id)
 	}
 	return logger
