@@ -53,10 +53,9 @@ type Authorization struct {
 	// Leeway tolerates clock skew; default 30 s.
 	Leeway time.Duration
 
-	mu       sync.Mutex
-	keys     map[string]crypto.PublicKey
-	fetched  time.Time
-	fetchErr error
+	mu      sync.Mutex
+	keys    map[string]crypto.PublicKey
+	fetched time.Time
 }
 
 // issuer is the iss tokens must carry.
@@ -295,14 +294,17 @@ func parseJWK(raw []byte) (string, crypto.PublicKey, error) {
 		default:
 			return "", nil, errors.New("unsupported curve")
 		}
+		// RFC 7518 §6.2.1.2-3: x and y are the full coordinate length.
+		size := (curve.Params().BitSize + 7) / 8
 		x, err1 := b64(k.X)
 		y, err2 := b64(k.Y)
-		if err1 != nil || err2 != nil {
+		if err1 != nil || err2 != nil || len(x) != size || len(y) != size {
 			return "", nil, errors.New("bad EC key")
 		}
-		pub := &ecdsa.PublicKey{Curve: curve, X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
-		if !curve.IsOnCurve(pub.X, pub.Y) {
-			return "", nil, errors.New("EC point not on curve")
+		// The SEC 1 uncompressed point; parsing checks it is on the curve.
+		pub, err := ecdsa.ParseUncompressedPublicKey(curve, append(append([]byte{4}, x...), y...))
+		if err != nil {
+			return "", nil, errors.New("bad EC key: the point is not on the curve")
 		}
 		return k.Kid, pub, nil
 	case "OKP":
