@@ -43,7 +43,17 @@ func (o *OAuth) obtain(ctx context.Context, k grantKey, fetch fetchFunc) (*cache
 			return e, nil
 		}
 	}
+	if row != nil && row.RetryAt.After(now) {
+		return nil, o.backingOff(k, row.Failure, row.RetryAt, now)
+	}
 	return o.refreshLocked(ctx, k, fetch)
+}
+
+// backingOff remembers that k's token requests wait until retryAt after
+// a failure with code, and returns the error calls get meanwhile.
+func (o *OAuth) backingOff(k grantKey, code string, retryAt, now time.Time) error {
+	o.remember(k.fp, &cachedToken{failure: code, until: retryAt})
+	return backoffError(code, retryAt.Sub(now))
 }
 
 // stored returns the grant's stored access token as of row, or nil when
@@ -77,6 +87,11 @@ func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) 
 				return nil
 			}
 		}
+		// Another replica's request failed meanwhile: wait as it does.
+		if row.RetryAt.After(now) {
+			outErr = o.backingOff(k, row.Failure, row.RetryAt, now)
+			return nil
+		}
 		var refresh secrets.Secret
 		if k.perUser {
 			var err error
@@ -106,7 +121,18 @@ func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) 
 				outErr = errReconnect
 				return o.markReconnect(ctx, g, k)
 			}
-			return tokenError(ferr)
+			if _, ok := switchboard.AsError(ferr); ok {
+				// Our own configuration failed (a key that does not sign),
+				// not the endpoint: nothing to back off from.
+				return ferr
+			}
+			// Every replica waits before the next request of this grant.
+			code := tokenErrorCode(ferr)
+			retryAt := now.Add(backoffDelay(row.Failures + 1))
+			o.logger.Warn("token request failed; backing off", "tenant", string(k.tenant), "instance", k.instance.Slug,
+				"mode", k.mode, "code", code, "failures", row.Failures+1, "retry_at", retryAt)
+			outErr = o.backingOff(k, code, retryAt, now)
+			return g.RecordFailure(ctx, code, retryAt)
 		}
 		e, err := o.save(ctx, g, k, tok, refresh, now)
 		if err != nil {

@@ -58,6 +58,12 @@ type Grant struct {
 	Version   int64
 	ExpiresAt time.Time
 	UpdatedAt time.Time
+	// Failures counts the token requests that failed in a row; RetryAt
+	// (zero: none) is when the next may be sent; Failure is the last
+	// failure's code.
+	Failures int
+	RetryAt  time.Time
+	Failure  string
 }
 
 // Names of a grant's secret rows (after the fingerprint and a colon).
@@ -81,12 +87,14 @@ func (s *Store) Grant(ctx context.Context, id GrantID) (*Grant, error) {
 }
 
 func (s *Store) grant(ctx context.Context, q database.Querier, id GrantID, lock bool) (*Grant, error) {
-	query := `SELECT status, version, expires_at, updated_at FROM auth_grants WHERE tenant_id = $1 AND fingerprint = $2`
+	query := `SELECT status, version, expires_at, updated_at, failures, retry_at, failure FROM auth_grants WHERE tenant_id = $1 AND fingerprint = $2`
 	if lock {
 		query += s.db.Dialect.LockRow()
 	}
 	var g Grant
-	err := q.QueryRowContext(ctx, query, string(id.Tenant), id.Fingerprint).Scan(&g.Status, &g.Version, &g.ExpiresAt, &g.UpdatedAt)
+	var retry sql.NullTime
+	err := q.QueryRowContext(ctx, query, string(id.Tenant), id.Fingerprint).Scan(&g.Status, &g.Version, &g.ExpiresAt, &g.UpdatedAt,
+		&g.Failures, &retry, &g.Failure)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -94,6 +102,9 @@ func (s *Store) grant(ctx context.Context, q database.Querier, id GrantID, lock 
 		return nil, fmt.Errorf("reading grant: %w", err)
 	}
 	g.ExpiresAt, g.UpdatedAt = g.ExpiresAt.UTC(), g.UpdatedAt.UTC()
+	if retry.Valid {
+		g.RetryAt = retry.Time.UTC()
+	}
 	return &g, nil
 }
 
@@ -160,6 +171,16 @@ func (g *LockedGrant) MarkReconnect(ctx context.Context) error {
 	return nil
 }
 
+// RecordFailure counts a failed token request (code is its client-safe
+// code) and defers the next one until retryAt.
+func (g *LockedGrant) RecordFailure(ctx context.Context, code string, retryAt time.Time) error {
+	if _, err := g.tx.ExecContext(ctx, `UPDATE auth_grants SET failures = failures + 1, retry_at = $3, failure = $4
+		WHERE tenant_id = $1 AND fingerprint = $2`, string(g.id.Tenant), g.id.Fingerprint, retryAt, code); err != nil {
+		return fmt.Errorf("recording a failed token request: %w", err)
+	}
+	return nil
+}
+
 // SaveTokens writes a new token: the rotated refresh token first (when
 // not zero), then the access token, then the row (version + 1, active,
 // expiry). It returns the new version.
@@ -176,7 +197,8 @@ func (s *Store) saveTokens(ctx context.Context, tx *sql.Tx, id GrantID, version 
 	if err := s.secrets.PutTx(ctx, tx, id.tokenRef(tokenAccess), access); err != nil {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE auth_grants SET version = $3, expires_at = $4, status = $5, updated_at = $6
+	if _, err := tx.ExecContext(ctx, `UPDATE auth_grants SET version = $3, expires_at = $4, status = $5, updated_at = $6,
+		failures = 0, retry_at = NULL, failure = ''
 		WHERE tenant_id = $1 AND fingerprint = $2`, string(id.Tenant), id.Fingerprint, version+1, expiry, StatusActive, now); err != nil {
 		return 0, fmt.Errorf("updating grant: %w", err)
 	}

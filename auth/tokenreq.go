@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -81,8 +82,11 @@ func tokenErrorCode(err error) string {
 }
 
 // tokenError is the client-safe error of a failed token request.
-func tokenError(err error) error {
-	code := tokenErrorCode(err)
+func tokenError(err error) *switchboard.Error { return tokenErrorOf(tokenErrorCode(err)) }
+
+// tokenErrorOf is the client-safe error of a token request that failed
+// with code (an allow-listed RFC 6749 code, "unreachable" or "timeout").
+func tokenErrorOf(code string) *switchboard.Error {
 	switch code {
 	case "unreachable", "timeout":
 		return switchboard.E(switchboard.ErrUnavailable, "token_endpoint_unavailable",
@@ -90,6 +94,31 @@ func tokenError(err error) error {
 	}
 	return switchboard.E(switchboard.ErrUnavailable, "token_request_failed",
 		"the provider's token endpoint refused the request: %s", code)
+}
+
+// backoffError is the error of a grant whose token requests are backed
+// off after the failure code, for another wait.
+func backoffError(code string, wait time.Duration) error {
+	e := tokenErrorOf(code)
+	e.RetryAfter = max(wait, time.Millisecond)
+	return e
+}
+
+// Backoff of a grant's failed token requests: the n-th failure in a row
+// defers the next request by a random delay in [d/2, d], d =
+// backoffBase * 2^(n-1) up to backoffMax. The jitter spreads replicas and
+// grants that failed together.
+const (
+	backoffBase = time.Second
+	backoffMax  = 5 * time.Minute
+)
+
+func backoffDelay(failures int) time.Duration {
+	d := backoffMax
+	if failures < 20 {
+		d = min(backoffMax, backoffBase<<max(failures-1, 0))
+	}
+	return d/2 + mrand.N(d/2+1)
 }
 
 func (o *OAuth) clientCredentials(ctx context.Context, c *clientConfig) (*oauth2.Token, error) {

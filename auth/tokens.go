@@ -88,6 +88,9 @@ type cachedToken struct {
 	// until (then the store is read again).
 	reconnect bool
 	until     time.Time
+	// failure, when set, is the code of a failed token request that
+	// backs the grant off until until.
+	failure string
 }
 
 // NewOAuth returns the token-based modes over cfg.
@@ -179,6 +182,9 @@ func (o *OAuth) token(ctx context.Context, k grantKey, fetch fetchFunc) (secrets
 	if e != nil {
 		if e.reconnect && now.Before(e.until) {
 			return secrets.Secret{}, 0, errReconnect
+		}
+		if e.failure != "" && now.Before(e.until) {
+			return secrets.Secret{}, 0, backoffError(e.failure, e.until.Sub(now))
 		}
 		if !e.reconnect && o.fresh(e.issued, e.expiry, now) {
 			return e.access, e.version, nil
