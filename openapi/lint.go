@@ -22,23 +22,32 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // would), the fields the auth section and base URL use, the tool schema
 // rules for every tool and action, and the context budget. Findings are in
 // a stable order; the package is usable when none is an error.
-func LintPackage(fsys fs.FS) []Finding { return lintPackage(fsys, nil) }
+func LintPackage(fsys fs.FS) []Finding { return lintPackage(fsys, nil, "") }
+
+// LintPackageIn is LintPackage for a package in the catalog folder named
+// folder: the manifest id must also equal the folder name, as the catalog
+// index requires.
+func LintPackageIn(fsys fs.FS, folder string) []Finding { return lintPackage(fsys, nil, folder) }
 
 // Lint checks a package Generate made, as LintPackage would check it once
 // written, without compiling the description a second time: the
 // compilation it was generated from stands for it (its written mapping
 // compiles to the same registry, which the tests check).
-func (p *Package) Lint() []Finding {
+func (p *Package) Lint() []Finding { return p.LintIn("") }
+
+// LintIn is Lint for the package written to the catalog folder named
+// folder (see LintPackageIn).
+func (p *Package) LintIn(folder string) []Finding {
 	fsys := fstest.MapFS{}
 	for name, b := range p.Files {
 		fsys[name] = &fstest.MapFile{Data: b, Mode: 0o644}
 	}
-	return lintPackage(fsys, p.Result)
+	return lintPackage(fsys, p.Result, folder)
 }
 
-// lintPackage is LintPackage; a non-nil compiled result is used instead of
-// compiling the package's description.
-func lintPackage(fsys fs.FS, compiled *Result) []Finding {
+// lintPackage is LintPackageIn; a non-nil compiled result is used instead
+// of compiling the package's description.
+func lintPackage(fsys fs.FS, compiled *Result, folder string) []Finding {
 	var out []Finding
 	add := func(sev, file, path, format string, args ...any) {
 		out = append(out, Finding{Severity: sev, File: file, Path: path, Message: fmt.Sprintf(format, args...)})
@@ -57,7 +66,7 @@ func lintPackage(fsys fs.FS, compiled *Result) []Finding {
 		}
 		return nil
 	})
-	out = append(out, registry.LintManifest(raw, "", files)...)
+	out = append(out, registry.LintManifest(raw, folder, files)...)
 	var m registry.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return out

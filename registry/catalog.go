@@ -446,6 +446,14 @@ func HashCatalog(dir string) error {
 		e.Files = files
 	}
 
+	return writeIndex(dir, idx, raw)
+}
+
+// writeIndex writes idx to dir/connectors.json deterministically (2-space
+// indented JSON with a trailing newline), atomically, unless it encodes to
+// previous.
+func writeIndex(dir string, idx Index, previous []byte) error {
+	indexPath := filepath.Join(dir, IndexName)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -453,7 +461,7 @@ func HashCatalog(dir string) error {
 	if err := enc.Encode(idx); err != nil {
 		return fmt.Errorf("encoding catalog index: %w", err)
 	}
-	if bytes.Equal(buf.Bytes(), raw) {
+	if bytes.Equal(buf.Bytes(), previous) {
 		return nil
 	}
 	tmp, err := os.CreateTemp(dir, "."+IndexName+".*")

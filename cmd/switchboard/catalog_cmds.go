@@ -17,6 +17,9 @@ import (
 
 // catalogUsage documents the catalog subcommands of "switchboard connector".
 const catalogUsage = `catalog subcommands:
+  index CATALOG_DIR
+            create or update CATALOG_DIR/connectors.json from the connector
+            folders in it (every summary field from each manifest), then hash
   hash CATALOG_DIR
             rewrite the sha256 and size of every file in CATALOG_DIR/connectors.json
   verify [--keys KEYS] CATALOG_DIR
@@ -38,6 +41,8 @@ var errVerifyFailed = errors.New("the catalog has problems")
 // subcommand it does not know.
 func runCatalogCommand(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) (ok bool, err error) {
 	switch sub {
+	case "index":
+		return true, catalogIndex(ctx, args, stdout, stderr)
 	case "hash":
 		return true, catalogHash(ctx, args, stdout, stderr)
 	case "verify":
@@ -74,10 +79,42 @@ func catalogHash(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	indexPath := filepath.Join(dir, registry.IndexName)
-	before, _ := os.ReadFile(indexPath)
+	before, err := os.ReadFile(indexPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("connector hash: %s does not exist; \"switchboard connector index %s\" creates it", indexPath, dir)
+	}
 	if err := registry.HashCatalog(dir); err != nil {
 		return fmt.Errorf("connector hash: %w", err)
 	}
+	return reportIndex(dir, before, stdout, stderr)
+}
+
+// catalogIndex creates or updates the index from the connector folders.
+func catalogIndex(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("connector index", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir, err := catalogDirArg(fs, args)
+	if err != nil {
+		return err
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, registry.IndexName))
+	changes, err := registry.IndexCatalog(dir)
+	if err != nil {
+		return fmt.Errorf("connector index: %w", err)
+	}
+	for _, id := range changes.Added {
+		fmt.Fprintf(stdout, "added %s\n", id)
+	}
+	for _, id := range changes.Removed {
+		fmt.Fprintf(stdout, "removed %s (its folder has no %s)\n", id, registry.ManifestFile)
+	}
+	return reportIndex(dir, before, stdout, stderr)
+}
+
+// reportIndex says whether the index changed from before, and that a
+// signature no longer matches when it did.
+func reportIndex(dir string, before []byte, stdout, stderr io.Writer) error {
+	indexPath := filepath.Join(dir, registry.IndexName)
 	after, _ := os.ReadFile(indexPath)
 	if bytes.Equal(before, after) {
 		fmt.Fprintf(stdout, "%s is up to date\n", indexPath)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/openapi"
 )
 
@@ -21,7 +22,8 @@ subcommands:
             write a connector package (connector.json, mapping.json and the
             description) generated from a vendor OpenAPI description
   lint [--json] DIR
-            check a connector package; exits non-zero on errors
+            check a connector package (its id must equal the folder name);
+            exits non-zero on errors
 `
 
 // errLintFailed reports that lint or generate found errors; they have
@@ -58,7 +60,7 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 	fs.SetOutput(stderr)
 	spec := fs.String("spec", "", "the vendor's OpenAPI description (JSON or YAML; OpenAPI 3.0, 3.1 or Swagger 2.0)")
 	mapping := fs.String("mapping", "", "an entity mapping file (optional; default grouping otherwise)")
-	id := fs.String("id", "", "the connector id (default: derived from the description's title)")
+	id := fs.String("id", "", "the connector id; it must equal the --out folder's name (default: that name)")
 	out := fs.String("out", "", "the directory to write the package to")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,6 +78,12 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 		if mapBytes, err = os.ReadFile(*mapping); err != nil {
 			return fmt.Errorf("connector generate: %w", err)
 		}
+	}
+	// The catalog index requires id == folder name, so the folder names
+	// the connector unless --id says otherwise (and lint then objects).
+	folder := filepath.Base(filepath.Clean(*out))
+	if *id == "" && switchboard.ValidSlug(folder) && folder[0] >= 'a' && folder[0] <= 'z' {
+		*id = folder
 	}
 	pkg, err := openapi.Generate(specBytes, mapBytes, openapi.GenerateOptions{ID: *id, SpecName: filepath.Base(*spec)})
 	if err != nil {
@@ -100,7 +108,7 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 		ops += len(e.Actions)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d tools, %d actions, tools/list %d bytes\n", *out, len(api.Entities), ops, api.ToolsListSize())
-	return printFindings(pkg.Lint(), false, stdout, stderr)
+	return printFindings(pkg.LintIn(folder), false, stdout, stderr)
 }
 
 // connectorLint lints a package directory.
@@ -119,7 +127,7 @@ func connectorLint(_ context.Context, args []string, stdout, stderr io.Writer) e
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("connector lint: %s is not a directory", dir)
 	}
-	return printFindings(openapi.LintPackage(os.DirFS(dir)), *asJSON, stdout, stderr)
+	return printFindings(openapi.LintPackageIn(os.DirFS(dir), filepath.Base(filepath.Clean(dir))), *asJSON, stdout, stderr)
 }
 
 // printFindings prints findings, one a line (or as JSON), and a count;

@@ -19,7 +19,8 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 func TestConnectorGenerateAndLint(t *testing.T) {
 	t.Parallel()
 	spec := filepath.Join("..", "..", "openapi", "testdata", "kitchen.yaml")
-	a, b := t.TempDir(), t.TempDir()
+	// Packages live in folders named after their id.
+	a, b := filepath.Join(t.TempDir(), "kitchen"), filepath.Join(t.TempDir(), "kitchen")
 	for _, dir := range []string{a, b} {
 		out, err := runCLI(t, "connector", "generate", "--spec", spec, "--out", dir)
 		if err != nil {
