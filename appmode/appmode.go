@@ -66,6 +66,7 @@ func (h *handler) serveApp(w http.ResponseWriter, r *http.Request) {
 
 	p, t, err := h.g.Authorize(ctx, r, tenantSlug, instanceSlug)
 	if err != nil {
+		h.g.Refused(ctx, tenantSlug, instanceSlug, p, t, opID, err)
 		fail(err)
 		return
 	}
@@ -94,7 +95,9 @@ func (h *handler) serveApp(w http.ResponseWriter, r *http.Request) {
 	}
 	op, ok := t.API().Operation(opID)
 	if !ok {
-		fail(switchboard.E(switchboard.ErrNotFound, "unknown_operation", "the connector has no operation %q", truncate(opID, 80)))
+		err := switchboard.E(switchboard.ErrNotFound, "unknown_operation", "the connector has no operation %q", truncate(opID, 80))
+		h.g.Refused(ctx, tenantSlug, instanceSlug, p, t, opID, err)
+		fail(err)
 		return
 	}
 	log = log.With("operation", op.Name)

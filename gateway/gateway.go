@@ -61,6 +61,7 @@ type Gateway struct {
 	dispatcher *registry.Dispatcher
 	logger     *slog.Logger
 	audit      audit.Recorder
+	refusals   audit.RefusalLimit
 	remote     *http.Client
 
 	mu      sync.RWMutex
@@ -263,7 +264,8 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 // instance and runs validateAgent — all before any credential of the
 // instance is touched. No agent id is ErrForbidden "missing_agent_id"; an
 // agent not on the instance's allowlist is ErrForbidden
-// "agent_not_allowed".
+// "agent_not_allowed", returned with the principal and the target (so the
+// refusal can be audited); callers must check the error first.
 func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string) (*auth.Principal, *Target, error) {
 	p, err := g.Authenticate(ctx, r, tenantSlug)
 	if err != nil {
@@ -274,7 +276,8 @@ func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, in
 		return nil, nil, err
 	}
 	if err := validateAgent(p, t); err != nil {
-		return nil, nil, err
+		// p and t come with the refusal, for Refused.
+		return p, t, err
 	}
 	return p, t, nil
 }
@@ -392,6 +395,41 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		record(e)
 	}
 	return resp, err
+}
+
+// Refused audits a call (tool, or App-mode operation) refused after its
+// tenant is known: a bad caller credential, an agent not on the
+// allowlist, an unknown tool. The outcome is the refusal's error code. p
+// and t may be nil (an unauthenticated caller; then the instance is
+// resolved here, and an unknown tenant or instance is not audited). Rows
+// are bounded per tenant and caller by a RefusalLimit (10 a minute); the
+// refusals beyond are counted and logged.
+func (g *Gateway) Refused(ctx context.Context, tenantSlug, instanceSlug string, p *auth.Principal, t *Target, tool string, err error) {
+	if g.audit == nil {
+		return
+	}
+	if t == nil {
+		var rerr error
+		if t, rerr = g.Resolve(ctx, tenantSlug, instanceSlug); rerr != nil {
+			return
+		}
+	}
+	e := audit.Entry{Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Tool: tool, Action: "refused",
+		Outcome: switchboard.CodeOf(err)}
+	if p != nil {
+		e.Agent, e.Actor, e.Subject = p.AgentID, p.UserID, p.Subject()
+		if p.Caller != nil {
+			e.Caller = string(p.Caller.ID)
+		}
+	}
+	ok, unrecorded := g.refusals.Allow(string(e.Tenant)+"/"+e.Caller, time.Now())
+	if unrecorded > 0 {
+		g.logger.Warn("refused calls not audited (over the per-caller bound)", "tenant", tenantSlug,
+			"caller", e.Caller, "refusals", unrecorded)
+	}
+	if ok {
+		g.audit.Record(e)
+	}
 }
 
 func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {

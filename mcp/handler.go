@@ -332,6 +332,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, t, err := h.authorize(ctx, r, tenantSlug, instanceSlug)
 	if err != nil {
 		gateway.LogError(log, "mcp request refused", err)
+		if name, ok := calledTool(body); ok {
+			h.g.Refused(ctx, tenantSlug, instanceSlug, p, t, name, err)
+		}
 		h.challenge(w, r, switchboard.ProblemOf(err).Status, switchboard.CodeOf(err))
 		writeRPCError(w, requestID(body), err)
 		return
@@ -355,6 +358,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Info("mcp request refused", "code", "header_mismatch", "agent", p.AgentID)
 		writeRPCError(w, requestID(body), switchboard.E(switchboard.ErrInvalid, "header_mismatch", "%s", msg))
 		return
+	}
+	if api := t.API(); api != nil && env.method == "tools/call" {
+		// The SDK answers an unknown tool (-32602); it is audited here.
+		if name, _ := toolName(env); name != "" {
+			if _, ok := api.Entity(name); !ok {
+				h.g.Refused(ctx, tenantSlug, instanceSlug, p, t, name,
+					switchboard.E(switchboard.ErrNotFound, "unknown_tool", "no such tool"))
+			}
+		}
 	}
 	if unknownMethod(env) && knownVersion(version) {
 		log.Info("mcp request refused", "code", "method_not_found", "agent", p.AgentID)
@@ -399,10 +411,33 @@ func (h *handler) authorize(ctx context.Context, r *http.Request, tenantSlug, in
 		return nil, nil, switchboard.E(switchboard.ErrForbidden, "missing_agent_id", "the access token names no OAuth client (client_id)")
 	}
 	if !t.Instance.AllowsAgent(client) {
-		return nil, nil, switchboard.E(switchboard.ErrForbidden, "agent_not_allowed",
+		return p, t, switchboard.E(switchboard.ErrForbidden, "agent_not_allowed",
 			"the agent is not on this app instance's list of allowed agents")
 	}
 	return p, t, nil
+}
+
+// calledTool returns the tool a body holding one tools/call request
+// names, for auditing a refusal.
+func calledTool(body []byte) (string, bool) {
+	msgs, isBatch, code, _ := checkJSONRPC(body)
+	if code != 0 || isBatch || len(msgs) != 1 || msgs[0].method != "tools/call" {
+		return "", false
+	}
+	return toolName(&msgs[0])
+}
+
+// toolName returns the name a tools/call request's params give.
+func toolName(env *envelope) (string, bool) {
+	params, _ := scanObject(env.params)
+	for _, p := range params {
+		if p.key == "name" {
+			var name string
+			decodeString(p.raw, &name)
+			return name, true
+		}
+	}
+	return "", true
 }
 
 // bearerToken returns the request's bearer token.

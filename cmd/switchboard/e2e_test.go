@@ -180,6 +180,12 @@ func (s *stack) mcpClient(t *testing.T, tenant, instance string, headers map[str
 
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
+	onBothStores(t, endToEnd)
+}
+
+// onBothStores runs fn as parallel subtests on the embedded store and on a
+// fresh, migrated Postgres database (its URL; empty for the embedded one).
+func onBothStores(t *testing.T, fn func(t *testing.T, databaseURL string)) {
 	backends := map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string { return "" },
 		"postgres": func(t *testing.T) string {
@@ -194,7 +200,7 @@ func TestEndToEnd(t *testing.T) {
 	for name, dsn := range backends {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			endToEnd(t, dsn(t))
+			fn(t, dsn(t))
 		})
 	}
 }
