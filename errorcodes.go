@@ -110,6 +110,7 @@ var errorCodes = map[string]CodeSpec{
 	// The call path: tools, operations, the app's upstream credentials.
 	"invalid_arguments":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCInvalidParams},
 	"unknown_operation":       {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams},
+	"unknown_tool":            {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams}, // audited; the SDK answers it
 	"reconnect_required":      {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"auth_mode_not_available": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"connector_unavailable":   {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
