@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/api"
-	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/catalog"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
@@ -27,7 +25,8 @@ import (
 	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
-	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/server"
+	"github.com/switchboardhq/switchboard/server/servertest"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -51,39 +50,25 @@ func loadCatalog(t *testing.T) *registry.Catalog {
 
 // env is a running admin API over a fresh database.
 type env struct {
-	t        *testing.T
-	db       *database.DB
-	srv      *httptest.Server
-	token    string // operator token
-	logs     *logtest.Buffer
-	mu       sync.Mutex
-	bodies   []string // every response body, for canary checks
-	readyErr error
+	t      *testing.T
+	db     *database.DB
+	srv    *httptest.Server
+	token  string // operator token
+	logs   *logtest.Buffer
+	mu     sync.Mutex
+	bodies []string // every response body, for canary checks
 }
 
 func newEnv(t *testing.T, db *database.DB) *env {
 	t.Helper()
-	ctx := context.Background()
-	key := make([]byte, secrets.KeySize)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	kr, err := secrets.NewKeyring(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := loadCatalog(t)
-	svc := tenants.NewService(tenants.NewStore(db, secrets.NewStore(db, kr)), cat)
-	ops := auth.NewOperators(db)
-	gen, _, err := ops.GenerateFirst(ctx)
+	e := &env{t: t, db: db, logs: &logtest.Buffer{}}
+	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := servertest.Start(t, server.Config{DB: db, ConnectorCatalog: loadCatalog(t), Logger: logger})
+	gen, _, err := srv.Operators().GenerateFirst(context.Background())
 	if err != nil || gen.IsZero() {
 		t.Fatalf("GenerateFirst = %v; want a generated token", err)
 	}
-	e := &env{t: t, db: db, token: gen.Reveal(), logs: &logtest.Buffer{}}
-	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := api.New(api.Config{Tenants: svc, Operators: ops, Catalog: cat, Logger: logger, Ready: db.Ready})
-	e.srv = httptest.NewServer(api.RequestLog(logger, s.Handler()))
-	t.Cleanup(e.srv.Close)
+	e.token, e.srv = gen.Reveal(), srv.HTTP
 	return e
 }
 

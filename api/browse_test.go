@@ -13,11 +13,12 @@ import (
 	"testing"
 
 	"github.com/switchboardhq/switchboard/api"
-	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
+	"github.com/switchboardhq/switchboard/server"
+	"github.com/switchboardhq/switchboard/server/servertest"
 )
 
 const browseSpec = `{"openapi": "3.0.3", "info": {"title": "T", "version": "1"},
@@ -85,16 +86,12 @@ func newBrowseEnv(t *testing.T, dir string) *browseEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := dbtest.SQLite(t)
-	ops := auth.NewOperators(db)
-	tok, _, err := ops.GenerateFirst(context.Background())
+	srv := servertest.Start(t, server.Config{DB: dbtest.SQLite(t), ConnectorCatalog: cat})
+	tok, _, err := srv.Operators().GenerateFirst(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := api.New(api.Config{Operators: ops, Catalog: cat})
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	return &browseEnv{t: t, srv: srv, token: tok.Reveal(), cat: cat}
+	return &browseEnv{t: t, srv: srv.HTTP, token: tok.Reveal(), cat: cat}
 }
 
 func (e *browseEnv) get(path string, header ...string) (*http.Response, []byte) {

@@ -15,28 +15,24 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/switchboardhq/switchboard/appmode"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/auth/authztest"
-	"github.com/switchboardhq/switchboard/connectflow"
 	"github.com/switchboardhq/switchboard/database"
-	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/logtest"
-	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/server"
+	"github.com/switchboardhq/switchboard/server/servertest"
 	"github.com/switchboardhq/switchboard/tenants"
-	"github.com/switchboardhq/switchboard/verify"
 )
 
 const crmManifest = `{
@@ -143,54 +139,14 @@ type stack struct {
 	bodies *logtest.Buffer
 }
 
-var masterKey = func() []byte {
-	k := make([]byte, 32)
-	for i := range k {
-		k[i] = byte(i*11 + 3)
-	}
-	return k
-}()
-
 func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) *stack {
 	t.Helper()
-	keys, err := secrets.NewKeyring(masterKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := secrets.NewStore(db, keys)
-	store := tenants.NewStore(db, sec)
-	svc := tenants.NewService(store, cat)
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	client := egress.NewClient(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	var h http.Handler
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	prov := auth.NewProviders(db, sec, srv.URL)
-	o := auth.NewOAuth(auth.OAuthConfig{DB: db, Secrets: sec, Providers: prov, HTTPClient: client, PublicURL: srv.URL,
-		Logger: logger, Now: clk.now})
-	appAuth := auth.NewAppAuth()
-	o.Register(appAuth)
-	astore := audit.NewStore(db)
-	aw, err := audit.NewWriter(astore, audit.WriterOptions{Logger: logger, Interval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { aw.Close(context.Background()) })
-	callers := auth.NewCallers(store)
-	gw := gateway.New(gateway.Config{Tenants: svc, Catalog: cat, Callers: callers, AppAuth: appAuth,
-		Dispatcher: &registry.Dispatcher{Client: client}, Logger: logger, Audit: aw})
-	svc.Subscribe(gw.Invalidate)
-	svc.Subscribe(callers.Invalidate)
-	svc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger}))
-	flows := connectflow.NewHandler(connectflow.Config{Gateway: gw, OAuth: o, Logger: logger})
-	mux := http.NewServeMux()
-	mux.Handle("/workspaces/{tenant}/apps/", appmode.NewHandler(gw, logger))
-	mux.Handle(connectflow.Pattern, flows)
-	mux.Handle(auth.CentralCallbackPath, flows)
-	mux.Handle("/workspaces/", mcp.NewHandler(gw, mcp.Options{Logger: logger}))
-	h = mux
-	return &stack{db: db, svc: svc, gw: gw, oauth: o, prov: prov, audit: aw, astore: astore, srv: srv, logs: logs, bodies: &logtest.Buffer{}}
+	srv := servertest.Start(t, server.Config{DB: db, ConnectorCatalog: cat, Logger: logger, Now: clk.now,
+		Audit: audit.WriterOptions{Interval: 20 * time.Millisecond}})
+	return &stack{db: db, svc: srv.Tenants(), gw: srv.Gateway(), oauth: srv.OAuth(), prov: srv.Providers(),
+		audit: srv.Audit(), astore: srv.AuditStore(), srv: srv.HTTP, logs: logs, bodies: &logtest.Buffer{}}
 }
 
 func (s *stack) tenant(t testing.TB, slug string) {

@@ -8,24 +8,21 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/switchboardhq/switchboard/appmode"
-	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/database"
-	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/logtest"
-	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/server"
+	"github.com/switchboardhq/switchboard/server/servertest"
 	"github.com/switchboardhq/switchboard/tenants"
-	"github.com/switchboardhq/switchboard/verify"
 )
 
 const widgetsManifest = `{
@@ -194,48 +191,37 @@ type stack struct {
 
 func newStack(t testing.TB, db *database.DB) *stack {
 	t.Helper()
-	return newStackSpec(t, db, widgetsSpec)
+	return newStackWith(t, db, widgetsSpec, nil)
 }
 
 // newStackSpec is newStack with the widgets connector described by spec.
 func newStackSpec(t testing.TB, db *database.DB, spec string) *stack {
 	t.Helper()
-	key := make([]byte, 32)
-	for i := range key {
-		key[i] = byte(i*7 + 1)
-	}
-	keys, err := secrets.NewKeyring(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := loadCatalog(t, spec)
-	store := tenants.NewStore(db, secrets.NewStore(db, keys))
-	svc := tenants.NewService(store, cat)
+	return newStackWith(t, db, spec, nil)
+}
+
+// newStackWith is newStack with the widgets connector described by spec
+// and the server configuration changed by configure (nil changes
+// nothing).
+func newStackWith(t testing.TB, db *database.DB, spec string, configure func(*server.Config)) *stack {
+	t.Helper()
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	client := egress.NewClient(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	gw := gateway.New(gateway.Config{
-		Tenants:    svc,
-		Catalog:    cat,
-		Callers:    auth.NewCallers(store),
-		AppAuth:    auth.NewAppAuth(),
-		Dispatcher: &registry.Dispatcher{Client: client},
-		Logger:     logger,
+	cfg := server.Config{DB: db, ConnectorCatalog: loadCatalog(t, spec), Logger: logger}
+	if configure != nil {
+		configure(&cfg)
+	}
+	// Requests carry a fixed request id, which the server's request
+	// logging keeps, so that tests can look for it in log lines.
+	srv := servertest.StartWith(t, cfg, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(switchboard.RequestIDHeader) == "" {
+				r.Header.Set(switchboard.RequestIDHeader, "req_fixture")
+			}
+			h.ServeHTTP(w, r)
+		})
 	})
-	svc.Subscribe(gw.Invalidate)
-	svc.Subscribe(gw.Callers().Invalidate)
-	svc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger}))
-	mux := http.NewServeMux()
-	mux.Handle("/workspaces/{tenant}/apps/", appmode.NewHandler(gw, logger))
-	mux.Handle("/workspaces/", mcp.NewHandler(gw, mcp.Options{Logger: logger}))
-	// As the server's request logging does, set the request id on the
-	// response before the handlers run.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Request-Id", "req_fixture")
-		mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return &stack{db: db, svc: svc, gw: gw, srv: srv, up: newUpstream(t), logs: logs, bodies: &logtest.Buffer{}}
+	return &stack{db: db, svc: srv.Tenants(), gw: srv.Gateway(), srv: srv.HTTP, up: newUpstream(t), logs: logs, bodies: &logtest.Buffer{}}
 }
 
 // tenant creates a tenant with an instance "shop" of the widgets connector

@@ -475,7 +475,11 @@ func TestMCPEndpoint(t *testing.T) {
 			}
 		})
 
-		t.Run("an auth mode not available yet is a tool error", func(t *testing.T) {
+		// The server registers the OAuth modes (the hand-built stack this
+		// test once ran on did not, and answered auth_mode_not_available):
+		// a per-user instance called without a user is refused before any
+		// upstream call.
+		t.Run("a per-user instance called without a user is a tool error", func(t *testing.T) {
 			url := secrets.New(s.up.srv.URL)
 			key := secrets.New("irrelevant")
 			if _, _, err := s.svc.Install(context.Background(), "acme", "oauthy", tenants.InstallRequest{
@@ -487,7 +491,7 @@ func TestMCPEndpoint(t *testing.T) {
 			before := s.up.hits.Load()
 			so := mustConnect(t, s, "acme", "oauthy", tokA, "agent-1")
 			e := toolError(t, callTool(t, so, "widgets", map[string]any{"action": "get", "id": "w1"}))
-			if e["code"] != "auth_mode_not_available" {
+			if e["code"] != "user_required" {
 				t.Errorf("oauth instance: %v", e)
 			}
 			if s.up.hits.Load() != before {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/mcp"
+	"github.com/switchboardhq/switchboard/server"
 )
 
 // authServer is a loopback OAuth authorization server: it publishes a JWKS
@@ -59,21 +60,14 @@ func (as *authServer) token(t testing.TB, claims jwt.MapClaims) string {
 
 func TestMCPAuthorization(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, dbtest.SQLite(t))
-	callerTok := s.tenant(t, "acme", canaryA, "agent-1", "desktop-client")
-	s.install(t, "acme", "attic", canaryA, "desktop-client")
 	as := newAuthServer(t)
 	issuer := as.srv.URL
-	var srv *httptest.Server
-	opts := mcp.Options{Authorization: &mcp.Authorization{
-		AuthorizationServers: []string{issuer}, JWKSURL: issuer + "/jwks", Scopes: []string{"mcp"},
-	}}
-	mux := http.NewServeMux()
-	srv = httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	opts.PublicURL = srv.URL
-	mux.Handle("/workspaces/", mcp.NewHandler(s.gw, opts))
-	mux.Handle(mcp.WellKnownPrefix+"/", mcp.ProtectedResourceHandler(opts))
+	s := newStackWith(t, dbtest.SQLite(t), widgetsSpec, func(c *server.Config) {
+		c.MCPAuthServers, c.MCPJWKSURL, c.MCPScopes = []string{issuer}, issuer+"/jwks", []string{"mcp"}
+	})
+	callerTok := s.tenant(t, "acme", canaryA, "agent-1", "desktop-client")
+	s.install(t, "acme", "attic", canaryA, "desktop-client")
+	srv := s.srv
 	instance := srv.URL + "/workspaces/acme/webhooks/shop.mcp"
 	other := srv.URL + "/workspaces/acme/webhooks/attic.mcp"
 	now := time.Now()
@@ -180,11 +174,9 @@ func TestMCPAuthorization(t *testing.T) {
 
 func TestOriginProtection(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, dbtest.SQLite(t))
+	s := newStackWith(t, dbtest.SQLite(t), widgetsSpec, func(c *server.Config) { c.MCPAllowedOrigins = []string{"https://app.example.com"} })
 	tok := s.tenant(t, "acme", canaryA, "agent-1")
-	h := mcp.NewHandler(s.gw, mcp.Options{AllowedOrigins: []string{"https://app.example.com"}})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := s.srv
 	for _, tc := range []struct {
 		origin, host string
 		status       int

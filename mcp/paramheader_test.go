@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/switchboardhq/switchboard/database/dbtest"
-	"github.com/switchboardhq/switchboard/mcp"
 )
 
 // The describe action's target argument is mirrored into Mcp-Param-Target
@@ -21,8 +19,7 @@ func TestTargetParamHeader(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, dbtest.SQLite(t))
 	tok := s.tenant(t, "acme", canaryA, "agent-1")
-	srv := httptest.NewServer(mcp.NewHandler(s.gw, mcp.Options{}))
-	t.Cleanup(srv.Close)
+	srv := s.srv
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	post := func(args, header string) (int, string) {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + meta + `,"name":"widgets","arguments":` + args + `}}`

@@ -10,29 +10,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/database/dbtest"
-	"github.com/switchboardhq/switchboard/egress"
-	"github.com/switchboardhq/switchboard/gateway"
-	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/openapi/specstest"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/server"
+	"github.com/switchboardhq/switchboard/server/servertest"
 	"github.com/switchboardhq/switchboard/tenants"
-	"github.com/switchboardhq/switchboard/verify"
 )
 
 // agentHeaders authenticates the MCP client as an agent platform.
@@ -74,13 +67,8 @@ func catalogOf(t *testing.T, c *compiled, file string) (*registry.Catalog, *regi
 func mcpSession(t *testing.T, cat *registry.Catalog, conn *registry.Connector, upstream string) *sdk.ClientSession {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := secrets.NewKeyring([]byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := dbtest.SQLite(t)
-	store := tenants.NewStore(db, secrets.NewStore(db, keys))
-	svc := tenants.NewService(store, cat)
+	srv := servertest.Start(t, server.Config{DB: dbtest.SQLite(t), ConnectorCatalog: cat})
+	svc := srv.Tenants()
 	if _, err := svc.CreateTenant(ctx, "acme", "Acme"); err != nil {
 		t.Fatalf("CreateTenant: %v", err)
 	}
@@ -102,16 +90,6 @@ func mcpSession(t *testing.T, cat *registry.Catalog, conn *registry.Connector, u
 	if err != nil {
 		t.Fatalf("CreateCaller: %v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw := gateway.New(gateway.Config{
-		Tenants: svc, Catalog: cat, Callers: auth.NewCallers(store), AppAuth: auth.NewAppAuth(), Logger: logger,
-		Dispatcher: &registry.Dispatcher{Client: egress.NewClient(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})},
-	})
-	svc.Subscribe(gw.Invalidate)
-	svc.Subscribe(gw.Callers().Invalidate)
-	svc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger}))
-	srv := httptest.NewServer(mcp.NewHandler(gw, mcp.Options{Logger: logger}))
-	t.Cleanup(srv.Close)
 	client := sdk.NewClient(&sdk.Implementation{Name: "fidelity-agent", Version: "1"}, nil)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

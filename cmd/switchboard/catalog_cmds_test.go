@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/catalog"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/server"
 )
 
 // copyBuiltin copies the built-in catalog into a new directory.
@@ -165,16 +166,16 @@ func TestCatalogConfig(t *testing.T) {
 	// refused; a signed directory loads.
 	keys, _ := registry.ParsePublicKeys(pub)
 	keyed := &config{Catalog: dir, CatalogKeys: keys}
-	if _, _, err := loadCatalog(context.Background(), &config{CatalogKeys: keyed.CatalogKeys}); err == nil {
+	if _, _, err := server.LoadCatalog(context.Background(), server.Config{CatalogKeys: keyed.CatalogKeys}); err == nil {
 		t.Fatal("the unsigned built-in catalog loaded with keys configured")
 	}
-	if _, _, err := loadCatalog(context.Background(), keyed); err == nil {
+	if _, _, err := server.LoadCatalog(context.Background(), keyed.serverConfig(nil, nil)); err == nil {
 		t.Fatal("an unsigned directory loaded with keys configured")
 	}
 	if _, _, err := runCmd(t, "connector", "sign", "--key", keyFile, dir); err != nil {
 		t.Fatal(err)
 	}
-	cat, remote, err := loadCatalog(context.Background(), keyed)
+	cat, remote, err := server.LoadCatalog(context.Background(), keyed.serverConfig(nil, nil))
 	if err != nil || remote != nil || !cat.Signed() || len(cat.List()) != 2 {
 		t.Fatalf("signed directory: %v", err)
 	}

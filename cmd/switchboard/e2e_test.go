@@ -108,24 +108,25 @@ func startStack(t *testing.T, databaseURL string) *stack {
 	}
 	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := newApp(ctx, cfg, logger)
+	a, db, err := newServer(ctx, cfg, logger)
 	if err != nil {
 		cancel()
-		t.Fatalf("newApp: %v", err)
+		t.Fatalf("newServer: %v", err)
 	}
-	s.db = func() *database.DB { return a.db }
+	s.db = func() *database.DB { return db }
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.serveOn(ctx, ln) }()
+	go func() { done <- a.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 		a.Close()
+		db.Close()
 	})
 	s.base = "http://" + ln.Addr().String()
 	return s
