@@ -222,6 +222,17 @@ func (k *keyApplier) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("delivery", k.delivery), slog.String("param", k.param), slog.String("value", secrets.Redacted))
 }
 
+// Secrets implements SecretHolder: the secret parts of the credential.
+func (k *keyApplier) Secrets() []secrets.Secret {
+	var out []secrets.Secret
+	for _, p := range k.parts {
+		if p.isSec {
+			out = append(out, p.secret)
+		}
+	}
+	return out
+}
+
 var errBadCredentialValue = switchboard.E(switchboard.ErrInvalid, "invalid_config",
 	"the app instance's credential holds characters that cannot be sent; set it again")
 

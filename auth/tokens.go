@@ -249,6 +249,16 @@ func (b *bearerApplier) Format(f fmt.State, _ rune) {
 // LogValue implements slog.LogValuer.
 func (b *bearerApplier) LogValue() slog.Value { return slog.StringValue("bearer " + secrets.Redacted) }
 
+// Secrets implements SecretHolder: the access token.
+func (b *bearerApplier) Secrets() []secrets.Secret { return []secrets.Secret{b.token} }
+
+// SecretHolder is an Applier that can say which secret values it puts in
+// a request (an access token, a key), so that the caller redacts them from
+// whatever comes back.
+type SecretHolder interface {
+	Secrets() []secrets.Secret
+}
+
 // Rejecter is an Applier whose credential the upstream may refuse (HTTP
 // 401). Reject drops it, so that the next Build obtains a new one; the
 // gateway then retries the call once.

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,6 +164,51 @@ func (t *Target) toolAction(op *registry.Operation) (string, string) {
 type credentials struct {
 	fields  map[string]secrets.Secret
 	baseURL string
+	// red redacts the secret fields; a call adds the credentials auth
+	// puts in play (redactor).
+	red *secrets.Redactor
+	// last is the redactor of the last call's credentials, reused while
+	// they stay the same (a token lives for many calls).
+	last atomic.Pointer[callRedactor]
+}
+
+// callRedactor is a redactor and the credential values it was built for.
+type callRedactor struct {
+	values []string
+	red    *secrets.Redactor
+}
+
+// redactor returns the one redactor of a call made with applier a: the
+// instance's secret fields and every secret value a puts in the request
+// (an access token, a key).
+func (c *credentials) redactor(a registry.Applier) *secrets.Redactor {
+	h, ok := a.(auth.SecretHolder)
+	if !ok {
+		return c.red
+	}
+	held := h.Secrets()
+	if last := c.last.Load(); last != nil && sameValues(last.values, held) {
+		return last.red
+	}
+	values := make([]string, len(held))
+	for i, v := range held {
+		values[i] = v.Reveal()
+	}
+	r := &callRedactor{values: values, red: c.red.With(values...)}
+	c.last.Store(r)
+	return r.red
+}
+
+func sameValues(values []string, held []secrets.Secret) bool {
+	if len(values) != len(held) {
+		return false
+	}
+	for i, v := range held {
+		if values[i] != v.Reveal() {
+			return false
+		}
+	}
+	return true
 }
 
 // API returns the target's compiled registry.
@@ -351,7 +395,7 @@ func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) 
 	if m.BaseURL == "" && conn.API != nil && len(conn.API.Servers) > 0 {
 		base = conn.API.Servers[0]
 	}
-	return &credentials{fields: fields, baseURL: base}
+	return &credentials{fields: fields, baseURL: base, red: registry.NewRedactor(m, fields)}
 }
 
 // Call runs validateAgent again (defence in depth), builds the instance's
@@ -456,8 +500,8 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 				r.Reject(ctx)
 				continue
 			}
-			ue.Message = scrub(ue.Message, &t.Connector.Manifest, c.fields)
 		}
+		redact(c.redactor(applier), resp, err)
 		return resp, err
 	}
 }
@@ -480,17 +524,16 @@ func (g *Gateway) buildAppAuth(ctx context.Context, t *Target, c *credentials, p
 	return g.appAuth.Build(ctx, modeInput(t, c, p))
 }
 
-// scrub removes the instance's secret field values from an upstream error
-// message: a vendor that echoes the API key in its error text must not
-// pass it on to the agent.
-func scrub(msg string, m *registry.Manifest, fields map[string]secrets.Secret) string {
-	for name, v := range fields {
-		if f, ok := m.Field(name); !ok || !f.Secret {
-			continue
-		}
-		if s := v.Reveal(); s != "" && strings.Contains(msg, s) {
-			msg = strings.ReplaceAll(msg, s, secrets.Redacted)
-		}
+// redact removes every secret of the call from what came back: the
+// upstream's body and headers (which MCP results and App mode pass on) and
+// the message of its error.
+func redact(red *secrets.Redactor, resp *registry.Response, err error) {
+	if resp != nil {
+		resp.Body = red.Bytes(resp.Body)
+		red.Header(resp.Header)
 	}
-	return msg
+	var ue *registry.UpstreamError
+	if errors.As(err, &ue) {
+		ue.Message = red.String(ue.Message)
+	}
 }

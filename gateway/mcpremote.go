@@ -11,6 +11,7 @@ import (
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/registry/mcpremote"
+	"github.com/switchboardhq/switchboard/secrets"
 )
 
 // The call path of mcp_remote instances: validateAgent, then dispatch to
@@ -68,7 +69,31 @@ func (g *Gateway) callRemote(ctx context.Context, t *Target, p *auth.Principal, 
 	if err != nil {
 		return nil, 0, err
 	}
-	return t.remote.Call(ctx, u, name, args)
+	res, status, err := t.remote.Call(ctx, u, name, args)
+	if res != nil {
+		c, cerr := g.credentials(ctx, t) // cached by remoteUpstream
+		if cerr != nil {
+			return nil, status, cerr
+		}
+		redactResult(c.red, res)
+	}
+	return res, status, err
+}
+
+// redactResult removes the instance's secrets from a hosted server's tool
+// result: its text content and its structured content.
+func redactResult(red *secrets.Redactor, res *sdk.CallToolResult) {
+	if red.Len() == 0 {
+		return
+	}
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			tc.Text = red.String(tc.Text)
+		}
+	}
+	if res.StructuredContent != nil {
+		res.StructuredContent = red.Value(res.StructuredContent)
+	}
 }
 
 // remoteUpstream runs validateAgent and returns what the instance's

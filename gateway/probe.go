@@ -77,6 +77,7 @@ func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.
 	if err == nil {
 		var resp *registry.Response
 		resp, err = g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
+		redact(c.redactor(applier), resp, err)
 		if err == nil {
 			details["status"] = resp.Status
 		}
@@ -88,8 +89,6 @@ func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.
 		details["code"] = d.Code
 		var ue *registry.UpstreamError
 		if errors.As(err, &ue) {
-			ue.Message = scrub(ue.Message, m, c.fields)
-			d = switchboard.DetailOf(err)
 			if ue.Status != 0 {
 				details["status"] = ue.Status
 			}

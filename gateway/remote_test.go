@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -232,6 +233,14 @@ func TestRemoteMCP(t *testing.T) {
 			}
 			if res.IsError || !strings.Contains(text, "hello remote") {
 				t.Errorf("echo = %+v %q", res, text)
+			}
+			// A hosted server that echoes the instance's key passes it on redacted.
+			res, err = sess.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "key " + key}})
+			if err != nil {
+				t.Fatalf("CallTool: %v", err)
+			}
+			if b, _ := json.Marshal(res); strings.Contains(string(b), key) || !strings.Contains(string(b), "[REDACTED]") {
+				t.Errorf("echoed key = %s", b)
 			}
 			// A second list is served from the cache: no new remote request.
 			n := proxy.hits.Load()

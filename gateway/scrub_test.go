@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"encoding/base64"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -8,16 +11,42 @@ import (
 	"github.com/switchboardhq/switchboard/secrets"
 )
 
-// A vendor that echoes the API key in its error text does not pass it on.
-func TestScrubRemovesSecretFieldValues(t *testing.T) {
+// tokenApplier puts an access token in the request, as auth's do.
+type tokenApplier struct{ tok secrets.Secret }
+
+func (a tokenApplier) Apply(r *http.Request) error {
+	r.Header.Set("Authorization", "Bearer "+a.tok.Reveal())
+	return nil
+}
+
+func (a tokenApplier) Secrets() []secrets.Secret { return []secrets.Secret{a.tok} }
+
+// A vendor that echoes the API key or the access token, in its error
+// text, its body or its headers, passes none of them on; non-secret field
+// values stay.
+func TestRedactRemovesEverySecretOfTheCall(t *testing.T) {
 	t.Parallel()
 	m := &registry.Manifest{Env: []registry.Field{{Name: "KEY", Secret: true}, {Name: "URL"}}}
 	fields := map[string]secrets.Secret{"KEY": secrets.New("canary-k3y-0001"), "URL": secrets.New("https://api.example")}
-	got := scrub("bad key canary-k3y-0001 for https://api.example", m, fields)
-	if strings.Contains(got, "canary-k3y-0001") {
-		t.Fatalf("scrub left the key: %s", got)
+	c := newCredentials(&registry.Connector{Manifest: *m}, fields)
+	tok := "canary-t0ken-ab12cd"
+	for i := range 2 { // the second call reuses the redactor of the same token
+		red := c.redactor(tokenApplier{secrets.New(tok)})
+		resp := &registry.Response{Status: 401,
+			Header: http.Header{"X-Echo": {"Bearer " + tok}},
+			Body:   []byte(`{"error": "bad key canary-k3y-0001 or token ` + base64.StdEncoding.EncodeToString([]byte(tok)) + ` for https://api.example"}`)}
+		ue := &registry.UpstreamError{Code: "upstream_rejected", Message: "you sent Bearer " + tok + " and canary-k3y-0001"}
+		redact(red, resp, error(ue))
+		got := string(resp.Body) + resp.Header.Get("X-Echo") + ue.Message
+		if strings.Contains(got, "canary-") || strings.Contains(got, base64.StdEncoding.EncodeToString([]byte(tok))) {
+			t.Fatalf("call %d: a secret survives: %s", i, got)
+		}
+		if !strings.Contains(got, secrets.Redacted) || !strings.Contains(got, "https://api.example") {
+			t.Fatalf("call %d: %q: want the secrets redacted and the non-secret URL kept", i, got)
+		}
 	}
-	if !strings.Contains(got, secrets.Redacted) || !strings.Contains(got, "https://api.example") {
-		t.Fatalf("scrub = %q: want the key redacted and the non-secret URL kept", got)
+	if red := c.redactor(tokenApplier{secrets.New("canary-other-token")}); !red.Contains("canary-other-token") || !red.Contains("canary-k3y-0001") {
+		t.Fatal("a new token is not redacted")
 	}
+	redact(c.red, nil, errors.New("x")) // no response, no upstream error: nothing to do
 }

@@ -175,8 +175,31 @@ func (r *Redactor) containsBytes(b []byte) bool {
 	return false
 }
 
-// forms returns v and the forms it takes when echoed back.
+// forms returns v and the forms it takes when echoed back. A multi-line
+// value (a PEM key) also yields each line of its body and the body
+// without line breaks, each in every form.
 func forms(v string) []string {
+	out := encodings(v)
+	if !strings.Contains(v, "\n") {
+		return out
+	}
+	var body strings.Builder
+	for line := range strings.Lines(v) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "-----") {
+			continue // PEM armour is no secret
+		}
+		body.WriteString(line)
+		if len(line) >= 16 {
+			out = append(out, encodings(line)...)
+		}
+	}
+	return append(out, encodings(body.String())...)
+}
+
+// encodings returns v, its URL escapes, its JSON string escapes and its
+// base64 encodings (alone and at any offset of a longer base64 text).
+func encodings(v string) []string {
 	out := []string{v}
 	add := func(s string) {
 		if s != v && s != "" {
@@ -196,20 +219,6 @@ func forms(v string) []string {
 				add(s)
 			}
 		}
-	}
-	if strings.Contains(v, "\n") {
-		var body strings.Builder
-		for line := range strings.Lines(v) {
-			line = strings.TrimSpace(line)
-			if line == "" || strings.HasPrefix(line, "-----") {
-				continue // PEM armour is no secret
-			}
-			body.WriteString(line)
-			if len(line) >= 16 {
-				add(line)
-			}
-		}
-		add(body.String())
 	}
 	return out
 }
