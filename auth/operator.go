@@ -96,24 +96,25 @@ func (o *Operators) WithClock(now func() time.Time) *Operators {
 // UseEnvToken makes envToken (the value of SWITCHBOARD_ADMIN_TOKEN) a live
 // operator token, idempotently, and revokes every other token that came
 // from the environment: after the variable changes, the old value no
-// longer works. An empty envToken revokes them all. A token revoked
-// through the API stays revoked even if the variable still holds it.
+// longer works. An empty envToken changes nothing, so a server started
+// without the variable (a one-off debugging run, say) cannot lock the
+// other replicas out; revoke the old value through the API or CLI. A
+// token revoked through the API stays revoked even if the variable still
+// holds it.
 func (o *Operators) UseEnvToken(ctx context.Context, envToken string) error {
+	if envToken == "" {
+		return nil
+	}
 	if len(envToken) > maxOperatorTokenLen {
 		return switchboard.E(switchboard.ErrInvalid, "invalid_admin_token",
 			"SWITCHBOARD_ADMIN_TOKEN is longer than %d characters", maxOperatorTokenLen)
 	}
-	hash := ""
-	if envToken != "" {
-		hash = tenants.HashToken(envToken)
-	}
+	hash := tenants.HashToken(envToken)
 	return o.db.InTx(ctx, func(tx *sql.Tx) error {
-		if hash != "" {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO operator_tokens (id, token_hash, created_at, name, source)
-				VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token_hash) DO NOTHING`,
-				switchboard.NewID("opt_"), hash, o.now(), "SWITCHBOARD_ADMIN_TOKEN", OperatorSourceEnv); err != nil {
-				return fmt.Errorf("storing the operator token: %w", err)
-			}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO operator_tokens (id, token_hash, created_at, name, source)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token_hash) DO NOTHING`,
+			switchboard.NewID("opt_"), hash, o.now(), "SWITCHBOARD_ADMIN_TOKEN", OperatorSourceEnv); err != nil {
+			return fmt.Errorf("storing the operator token: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE operator_tokens SET revoked_at = $1
 			WHERE source = $2 AND token_hash <> $3 AND revoked_at IS NULL`, o.now(), OperatorSourceEnv, hash); err != nil {

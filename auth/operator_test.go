@@ -78,6 +78,13 @@ func TestOperatorsEnvToken(t *testing.T) {
 		if !cached.Verify(ctx, next) {
 			t.Fatal("the new SWITCHBOARD_ADMIN_TOKEN does not verify")
 		}
+		// A start without the variable revokes nothing.
+		if err := auth.NewOperators(db).UseEnvToken(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if !auth.NewOperators(db).Verify(ctx, next) {
+			t.Fatal("a start without SWITCHBOARD_ADMIN_TOKEN revoked the current one")
+		}
 	})
 }
 
