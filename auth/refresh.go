@@ -24,6 +24,11 @@ func (o *OAuth) obtain(ctx context.Context, k grantKey, fetch fetchFunc) (*cache
 	if e != nil && !e.reconnect && o.fresh(e.issued, e.expiry, now) {
 		return e, nil
 	}
+	// A token fetched while the store failed is saved before anything
+	// else happens to the grant.
+	if u := o.unsavedOf(k); u != nil {
+		return o.keptToken(ctx, k, u, fetch)
+	}
 	// Unlocked read: another replica, or this one before a restart, may
 	// hold a fresh token.
 	row, err := o.store.Grant(ctx, k.id())
@@ -71,6 +76,14 @@ func (o *OAuth) stored(ctx context.Context, k grantKey, row *Grant) *cachedToken
 func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) (*cachedToken, error) {
 	var out *cachedToken
 	var outErr error
+	// fetched is a token the endpoint gave, with what it replaces, in
+	// case the store fails before it is saved.
+	var (
+		fetched    *oauth2.Token
+		oldRefresh secrets.Secret
+		oldVersion int64
+		fetchedAt  time.Time
+	)
 	err := o.store.LockGrant(ctx, k.id(), !k.perUser, o.now(), func(g *LockedGrant) error {
 		now := o.now()
 		row := g.Row
@@ -134,6 +147,9 @@ func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) 
 			outErr = o.backingOff(k, code, retryAt, now)
 			return g.RecordFailure(ctx, code, retryAt)
 		}
+		if tok.AccessToken != "" {
+			fetched, oldRefresh, oldVersion, fetchedAt = tok, refresh, row.Version, now
+		}
 		e, err := o.save(ctx, g, k, tok, refresh, now)
 		if err != nil {
 			return err
@@ -141,6 +157,10 @@ func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) 
 		out = e
 		return nil
 	})
+	if err != nil && fetched != nil {
+		// The store failed after the endpoint answered: keep the token.
+		return o.keepUnsaved(ctx, k, fetched, oldRefresh, oldVersion, fetchedAt, fetch)
+	}
 	if err == nil && outErr != nil {
 		if errors.Is(outErr, errReconnect) {
 			o.remember(k.fp, &cachedToken{reconnect: true, until: o.now().Add(reconnectMemory)})

@@ -74,7 +74,10 @@ type OAuth struct {
 
 	mu  sync.RWMutex
 	mem map[string]*cachedToken
-	sf  singleflight.Group
+	// unsaved holds tokens fetched while the store failed, by
+	// fingerprint, until they are saved (unsaved.go).
+	unsaved map[string]*unsavedToken
+	sf      singleflight.Group
 
 	tokenRequests atomic.Int64
 }
@@ -97,7 +100,7 @@ type cachedToken struct {
 func NewOAuth(cfg OAuthConfig) *OAuth {
 	o := &OAuth{store: NewStore(cfg.DB, cfg.Secrets), providers: cfg.Providers, client: cfg.HTTPClient,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), logger: cfg.Logger, stateTTL: cfg.StateTTL, skew: cfg.Skew,
-		now: cfg.Now, mem: map[string]*cachedToken{}}
+		now: cfg.Now, mem: map[string]*cachedToken{}, unsaved: map[string]*unsavedToken{}}
 	if o.client == nil {
 		o.client = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
