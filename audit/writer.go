@@ -376,6 +376,9 @@ func (w *Writer) Close(ctx context.Context) {
 		close(w.stop)
 		<-w.done
 		w.cancelBase()
+		st := w.Stats()
+		w.log.Info("audit writer closed", "written", st.Written, "spooled", st.Spooled, "dropped", st.Dropped,
+			"refused", st.Refused, "full", st.Full, "spool_rows", st.Spool)
 	})
 	<-w.done
 }
