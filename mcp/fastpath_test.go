@@ -212,6 +212,13 @@ func TestFastPathRefusesWhatSDKRefuses(t *testing.T) {
 			want: batchOnly(`{"jsonrpc":"2.0","id":32,"result":{`)},
 		{name: "batch of 33", body: func(v string) string { return batchOf(v, mcp.MaxBatch+1) },
 			want: fixed(400, `"code":-32600,"message":"invalid_request: a JSON-RPC batch may hold at most 32 messages`)},
+		{name: "batch of 200 tools/call", body: func(v string) string {
+			msgs := make([]string, 200)
+			for i := range msgs {
+				msgs[i] = message(v, fmt.Sprint(i+1), "tools/call", get)
+			}
+			return "[" + strings.Join(msgs, ",") + "]"
+		}, want: fixed(400, `"code":-32600,"message":"invalid_request: a JSON-RPC batch may hold at most 32 messages; this one holds 200"`)},
 		{name: "batch with an unknown method and notification",
 			body: func(v string) string {
 				return "[" + message(v, "1", "tools/list", "") + "," + message(v, `"u"`, "no/such", "") + "," + message(v, "", "notifications/nope", "") + "]"
