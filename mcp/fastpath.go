@@ -74,7 +74,7 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 		return false
 	}
 	if a.target.API() == nil {
-		return false // mcp_remote: forwarded by the SDK path (remote.go)
+		return false // mcp_remote: forwarded by the SDK path (remotetools.go)
 	}
 	if !simpleID(env.id) || len(r.Header.Values("Last-Event-ID")) > 0 {
 		return false

@@ -406,7 +406,7 @@ func (h *handler) authorize(ctx context.Context, r *http.Request, tenantSlug, in
 	if err != nil {
 		return nil, nil, err
 	}
-	p := oauthPrincipal(tenantInstance{tenantID: t.Instance.TenantID, tenantSlug: tenantSlug}, sub, client)
+	p := accessTokenPrincipal(tenantInstance{tenantID: t.Instance.TenantID, tenantSlug: tenantSlug}, sub, client)
 	if client == "" {
 		return nil, nil, switchboard.E(switchboard.ErrForbidden, "missing_agent_id", "the access token names no OAuth client (client_id)")
 	}

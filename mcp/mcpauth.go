@@ -317,10 +317,10 @@ func parseJWK(raw []byte) (string, crypto.PublicKey, error) {
 	return "", nil, errors.New("unsupported key type")
 }
 
-// oauthPrincipal is the principal of a verified access token for the
+// accessTokenPrincipal is the principal of a verified access token for the
 // instance t: the token's user, and its OAuth client as the agent. It is
 // never trusted (no targetUserId).
-func oauthPrincipal(t tenantInstance, sub, client string) *auth.Principal {
+func accessTokenPrincipal(t tenantInstance, sub, client string) *auth.Principal {
 	return &auth.Principal{
 		Tenant:     t.tenantID,
 		TenantSlug: t.tenantSlug,
