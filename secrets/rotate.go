@@ -2,11 +2,13 @@ package secrets
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/database"
 )
 
 // Has reports whether the keyring holds the key with id.
@@ -83,7 +85,7 @@ type resealRow struct {
 // another key, online: rows are read in primary-key order a batch at a
 // time, and each is written back with a compare-and-swap on its old key
 // id and ciphertext, so a value another replica writes meanwhile is never
-// overwritten with the old one. Each row commits on its own, so a run
+// overwritten with the old one. Each batch commits on its own, so a run
 // that stops (a cancelled context, a lost connection) is resumed by
 // running it again; rows already re-sealed are not read again. Every
 // replica must hold the new primary key (and the old keys as previous
@@ -105,18 +107,8 @@ func (s *Store) Reseal(ctx context.Context, opts ResealOptions) (ResealReport, e
 		if len(batch) == 0 {
 			return rep, nil
 		}
-		for _, r := range batch {
-			swapped, err := s.resealRow(ctx, r)
-			switch {
-			case errors.Is(err, ErrUndecryptable):
-				rep.Failed = append(rep.Failed, r.ref)
-			case err != nil:
-				return rep, err
-			case swapped:
-				rep.Resealed++
-			default:
-				rep.Skipped++
-			}
+		if err := s.resealBatchRows(ctx, batch, &rep); err != nil {
+			return rep, err
 		}
 		after, first = batch[len(batch)-1].ref, false
 		if opts.AfterBatch != nil {
@@ -154,20 +146,79 @@ func (s *Store) resealBatch(ctx context.Context, after Ref, first bool, limit in
 	return out, nil
 }
 
-// resealRow opens one row and writes it back under the primary key if it
-// still holds the ciphertext that was read; swapped is false when it did
-// not.
-func (s *Store) resealRow(ctx context.Context, r resealRow) (swapped bool, err error) {
+// resealBatchRows re-seals the rows of one batch: each is opened and
+// sealed first, then all are swapped in one transaction (one commit per
+// batch, not per row), each by a compare-and-swap on what was read.
+func (s *Store) resealBatchRows(ctx context.Context, batch []resealRow, rep *ResealReport) error {
+	type sealed struct {
+		r     resealRow
+		keyID string
+		ct    []byte
+	}
+	var todo []sealed
+	for _, r := range batch {
+		keyID, ct, err := s.sealAgain(r)
+		if errors.Is(err, ErrUndecryptable) {
+			rep.Failed = append(rep.Failed, r.ref)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		todo = append(todo, sealed{r, keyID, ct})
+	}
+	resealed, skipped := 0, 0
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		resealed, skipped = 0, 0
+		for _, t := range todo {
+			swapped, err := swapSealed(ctx, tx, t.r, t.keyID, t.ct)
+			if err != nil {
+				return err
+			}
+			if swapped {
+				resealed++
+			} else {
+				skipped++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rep.Resealed += resealed
+	rep.Skipped += skipped
+	return nil
+}
+
+// sealAgain opens a row as read and seals its value under the primary key.
+func (s *Store) sealAgain(r resealRow) (keyID string, ct []byte, err error) {
 	pt, err := s.keys.Open(r.ref, r.keyID, r.ct)
+	if err != nil {
+		return "", nil, err
+	}
+	defer clear(pt)
+	keyID, ct, err = s.keys.Seal(r.ref, pt)
+	if err != nil {
+		return "", nil, fmt.Errorf("sealing %s: %w", r.ref.Name, err)
+	}
+	return keyID, ct, nil
+}
+
+// resealRow re-seals one row on its own; swapped is false when the row no
+// longer holds what was read.
+func (s *Store) resealRow(ctx context.Context, r resealRow) (swapped bool, err error) {
+	keyID, ct, err := s.sealAgain(r)
 	if err != nil {
 		return false, err
 	}
-	keyID, ct, err := s.keys.Seal(r.ref, pt)
-	clear(pt)
-	if err != nil {
-		return false, fmt.Errorf("sealing %s: %w", r.ref.Name, err)
-	}
-	res, err := s.db.ExecContext(ctx, `UPDATE secrets SET key_id = $1, ciphertext = $2
+	return swapSealed(ctx, s.db, r, keyID, ct)
+}
+
+// swapSealed writes the new ciphertext of r if the row still holds the
+// key id and ciphertext that were read.
+func swapSealed(ctx context.Context, q database.Querier, r resealRow, keyID string, ct []byte) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE secrets SET key_id = $1, ciphertext = $2
 		WHERE tenant_id = $3 AND owner = $4 AND name = $5 AND key_id = $6 AND ciphertext = $7`,
 		keyID, ct, string(r.ref.Tenant), r.ref.Owner, r.ref.Name, r.keyID, r.ct)
 	if err != nil {
