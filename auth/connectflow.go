@@ -206,7 +206,7 @@ func (o *OAuth) Finish(ctx context.Context, fs *FlowState, in ModeInput, code st
 	if err != nil {
 		return fmt.Errorf("storing the grant: %w", err)
 	}
-	o.remember(k.fp, &cachedToken{access: access, issued: now, expiry: expiry, version: version})
+	o.remember(k.fp, &cachedToken{access: access, issued: now, expiry: expiry, version: version, fetched: inPlay(tok, secrets.Secret{})})
 	// Other replicas may remember the grant as needing a reconnect: they
 	// drop what they hold of it and read the new grant.
 	o.announce(ctx, "a reconnect", k.fp)

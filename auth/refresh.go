@@ -217,7 +217,27 @@ func (o *OAuth) save(ctx context.Context, g *LockedGrant, k grantKey, tok *oauth
 	if err != nil {
 		return nil, err
 	}
-	return &cachedToken{access: access, issued: now, expiry: expiry, version: version}, nil
+	return &cachedToken{access: access, issued: now, expiry: expiry, version: version, fetched: inPlay(tok, oldRefresh)}, nil
+}
+
+// assertionExtra carries the JWT assertion a token was obtained with on
+// the token (oauth2.Token.WithExtra), for SecretsInPlay.
+const assertionExtra = "switchboard.assertion"
+
+// inPlay are the secrets besides the access token of the request that
+// obtained tok: the refresh token sent, the one received, the assertion.
+func inPlay(tok *oauth2.Token, sent secrets.Secret) []secrets.Secret {
+	var out []secrets.Secret
+	if !sent.IsZero() {
+		out = append(out, sent)
+	}
+	if tok.RefreshToken != "" && tok.RefreshToken != sent.Reveal() {
+		out = append(out, secrets.New(tok.RefreshToken))
+	}
+	if a, _ := tok.Extra(assertionExtra).(string); a != "" {
+		out = append(out, secrets.New(a))
+	}
+	return out
 }
 
 // reject drops a token the upstream refused, here and in the store (if it

@@ -231,7 +231,11 @@ func (o *OAuth) jwtBearer(ctx context.Context, c *clientConfig) (*oauth2.Token, 
 			form.Set("client_id", c.clientID.Reveal())
 		}
 	}
-	return o.postToken(ctx, c.tokenURL, form, basic)
+	tok, err := o.postToken(ctx, c.tokenURL, form, basic)
+	if err != nil {
+		return nil, err
+	}
+	return tok.WithExtra(map[string]any{assertionExtra: a}), nil
 }
 
 // maxTokenResponse caps a token endpoint's answer.

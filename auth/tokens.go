@@ -94,6 +94,10 @@ type cachedToken struct {
 	// failure, when set, is the code of a failed token request that
 	// backs the grant off until until.
 	failure string
+	// fetched are the other secrets of the request that obtained the
+	// token in this process: the refresh token sent and the one received,
+	// the JWT assertion. Only SecretsInPlay reads them.
+	fetched []secrets.Secret
 }
 
 // NewOAuth returns the token-based modes over cfg.
@@ -177,20 +181,20 @@ type fetchFunc func(ctx context.Context, refresh secrets.Secret) (*oauth2.Token,
 
 // token returns a fresh access token for k: from memory when warm, else
 // from the store, else from the token endpoint under the refresh lock.
-func (o *OAuth) token(ctx context.Context, k grantKey, fetch fetchFunc) (secrets.Secret, int64, error) {
+func (o *OAuth) token(ctx context.Context, k grantKey, fetch fetchFunc) (*cachedToken, error) {
 	now := o.now()
 	o.mu.RLock()
 	e := o.mem[k.fp]
 	o.mu.RUnlock()
 	if e != nil {
 		if e.reconnect && now.Before(e.until) {
-			return secrets.Secret{}, 0, errReconnect
+			return nil, errReconnect
 		}
 		if e.failure != "" && now.Before(e.until) {
-			return secrets.Secret{}, 0, backoffError(e.failure, e.until.Sub(now))
+			return nil, backoffError(e.failure, e.until.Sub(now))
 		}
 		if !e.reconnect && o.fresh(e.issued, e.expiry, now) {
-			return e.access, e.version, nil
+			return e, nil
 		}
 	}
 	v, err, _ := o.sf.Do(k.fp, func() (any, error) {
@@ -199,10 +203,9 @@ func (o *OAuth) token(ctx context.Context, k grantKey, fetch fetchFunc) (secrets
 		return o.obtain(ctx, k, fetch)
 	})
 	if err != nil {
-		return secrets.Secret{}, 0, err
+		return nil, err
 	}
-	e = v.(*cachedToken)
-	return e.access, e.version, nil
+	return v.(*cachedToken), nil
 }
 
 func (o *OAuth) remember(fp string, e *cachedToken) {
@@ -225,15 +228,15 @@ func (o *OAuth) httpContext(ctx context.Context) context.Context {
 // bearerApplier sends Authorization: Bearer <token>. Reject drops the
 // token when the upstream refuses it.
 type bearerApplier struct {
-	token   secrets.Secret
-	o       *OAuth
-	k       grantKey
-	version int64
+	e *cachedToken
+	c *clientConfig
+	o *OAuth
+	k grantKey
 }
 
 // Apply implements registry.Applier.
 func (b *bearerApplier) Apply(req *http.Request) error {
-	v := b.token.Reveal()
+	v := b.e.access.Reveal()
 	if strings.ContainsAny(v, "\r\n\x00") {
 		return errBadCredentialValue
 	}
@@ -242,7 +245,22 @@ func (b *bearerApplier) Apply(req *http.Request) error {
 }
 
 // Reject implements Rejecter.
-func (b *bearerApplier) Reject(ctx context.Context) { b.o.reject(ctx, b.k, b.version) }
+func (b *bearerApplier) Reject(ctx context.Context) { b.o.reject(ctx, b.k, b.e.version) }
+
+// Secrets implements SecretHolder: the access token, the client secret
+// and private key, and what the request that obtained the token in this
+// process sent and received besides (refresh tokens, the JWT assertion).
+func (b *bearerApplier) Secrets() []secrets.Secret {
+	out := make([]secrets.Secret, 0, 3+len(b.e.fetched))
+	out = append(out, b.e.access)
+	out = append(out, b.e.fetched...)
+	for _, s := range []secrets.Secret{b.c.clientSecret, b.c.privateKey} {
+		if !s.IsZero() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // Format implements fmt.Formatter without the token.
 func (b *bearerApplier) Format(f fmt.State, _ rune) {
@@ -252,12 +270,10 @@ func (b *bearerApplier) Format(f fmt.State, _ rune) {
 // LogValue implements slog.LogValuer.
 func (b *bearerApplier) LogValue() slog.Value { return slog.StringValue("bearer " + secrets.Redacted) }
 
-// Secrets implements SecretHolder: the access token.
-func (b *bearerApplier) Secrets() []secrets.Secret { return []secrets.Secret{b.token} }
-
-// SecretHolder is an Applier that can say which secret values it puts in
-// a request (an access token, a key), so that the caller redacts them from
-// whatever comes back.
+// SecretHolder is an Applier that can say which secret values a call's
+// credentials involve (an access token, a key, refresh tokens, a client
+// secret, a JWT assertion, a private key), so that the caller redacts them
+// from whatever comes back.
 type SecretHolder interface {
 	Secrets() []secrets.Secret
 }
@@ -269,8 +285,8 @@ type Rejecter interface {
 	Reject(ctx context.Context)
 }
 
-func (o *OAuth) applier(ctx context.Context, k grantKey, fetch fetchFunc) (registry.Applier, error) {
-	tok, version, err := o.token(ctx, k, fetch)
+func (o *OAuth) applier(ctx context.Context, k grantKey, c *clientConfig, fetch fetchFunc) (registry.Applier, error) {
+	e, err := o.token(ctx, k, fetch)
 	switch {
 	case errors.Is(err, errNoGrant):
 		return nil, errNoGrant
@@ -279,7 +295,7 @@ func (o *OAuth) applier(ctx context.Context, k grantKey, fetch fetchFunc) (regis
 	case err != nil:
 		return nil, err
 	}
-	return &bearerApplier{token: tok, o: o, k: k, version: version}, nil
+	return &bearerApplier{e: e, c: c, o: o, k: k}, nil
 }
 
 func (o *OAuth) clientCredentialsMode(ctx context.Context, in ModeInput) (registry.Applier, error) {
@@ -291,7 +307,7 @@ func (o *OAuth) clientCredentialsMode(ctx context.Context, in ModeInput) (regist
 		return nil, reconnect(FieldClientSecret)
 	}
 	k := o.key(in, c, "")
-	return o.applier(ctx, k, func(ctx context.Context, _ secrets.Secret) (*oauth2.Token, error) {
+	return o.applier(ctx, k, c, func(ctx context.Context, _ secrets.Secret) (*oauth2.Token, error) {
 		return o.clientCredentials(ctx, c)
 	})
 }
@@ -316,7 +332,7 @@ func (o *OAuth) userMode(ctx context.Context, in ModeInput) (registry.Applier, e
 	if err != nil {
 		return nil, err
 	}
-	a, err := o.applier(ctx, k, func(ctx context.Context, refresh secrets.Secret) (*oauth2.Token, error) {
+	a, err := o.applier(ctx, k, c, func(ctx context.Context, refresh secrets.Secret) (*oauth2.Token, error) {
 		return o.refresh(ctx, c, refresh)
 	})
 	if errors.Is(err, errNoGrant) {
@@ -340,7 +356,7 @@ func (o *OAuth) jwtMode(ctx context.Context, in ModeInput) (registry.Applier, er
 		c.subject = user
 	}
 	k := o.key(in, c, user)
-	return o.applier(ctx, k, func(ctx context.Context, _ secrets.Secret) (*oauth2.Token, error) {
+	return o.applier(ctx, k, c, func(ctx context.Context, _ secrets.Secret) (*oauth2.Token, error) {
 		return o.jwtBearer(ctx, c)
 	})
 }

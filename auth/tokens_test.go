@@ -260,3 +260,59 @@ func TestShortLivedTokenIsNotRefreshedEveryCall(t *testing.T) {
 		t.Fatalf("%d token requests 19 s into a 20 s token, want 2", n)
 	}
 }
+
+// heldSecrets returns the values the applier of in says are in play.
+func (r *rig) heldSecrets(t *testing.T, in auth.ModeInput) map[string]bool {
+	t.Helper()
+	a, err := r.app.Build(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := a.(auth.SecretHolder)
+	if !ok {
+		t.Fatalf("the applier of %s is not a SecretHolder", in.Instance.AuthMode)
+	}
+	out := map[string]bool{}
+	for _, s := range h.Secrets() {
+		out[s.Reveal()] = true
+	}
+	return out
+}
+
+// TestAppliersHoldEverySecretInPlay: the per-call redactor learns from
+// the applier every secret of the call's credentials: the access token,
+// the refresh token, the client secret, the JWT assertion and the private
+// key (issue 10 §2).
+func TestAppliersHoldEverySecretInPlay(t *testing.T) {
+	t.Parallel()
+	as := authztest.New(t, authztest.Options{})
+	key, pemKey := ecPEM(t)
+	as.AddIssuer(authztest.Issuer{Issuer: "svc@acme", Key: &key.PublicKey})
+	as.AddClient(authztest.Client{ID: "svc", Secret: "svc-secret-canary"})
+	r := newRig(t, dbtest.SQLite(t), as)
+	r.registerCRM()
+
+	jwtIn := r.input(registry.ModeJWT, map[string]string{auth.FieldJWTIssuer: "svc@acme", auth.FieldPrivateKey: pemKey,
+		auth.FieldTokenURL: as.TokenURL()}, "carol")
+	held := r.heldSecrets(t, jwtIn)
+	if !held[pemKey] || len(held) != 3 {
+		t.Errorf("jwt applier holds %d secrets (private key %v), want access token, assertion and key", len(held), held[pemKey])
+	}
+	ccIn := r.input(registry.ModeClientCredentials, map[string]string{auth.FieldClientID: "svc", auth.FieldClientSecret: "svc-secret-canary",
+		auth.FieldTokenURL: as.TokenURL()}, "")
+	if held := r.heldSecrets(t, ccIn); !held["svc-secret-canary"] || len(held) != 2 {
+		t.Errorf("clientCredentials applier holds %d secrets, want access token and client secret", len(held))
+	}
+	r.connect(t, "alice")
+	userIn := r.input(registry.ModeOAuth, userFields(as), "alice")
+	held = r.heldSecrets(t, userIn)
+	issued := as.Issued() // ..., alice's access token, alice's refresh token
+	for _, tok := range issued[len(issued)-2:] {
+		if !held[tok] {
+			t.Errorf("oauth applier does not hold a token alice's flow was issued")
+		}
+	}
+	if !held[crmSecret] || len(held) != 3 {
+		t.Errorf("oauth applier holds %d secrets, want access token, refresh token and client secret", len(held))
+	}
+}

@@ -115,6 +115,9 @@ func (o *OAuth) keptToken(ctx context.Context, k grantKey, u *unsavedToken, fetc
 	switch {
 	case u.err == nil:
 		e := &cachedToken{access: u.access, issued: u.issued, expiry: u.expiry, version: u.version + 1}
+		if !u.rotated.IsZero() {
+			e.fetched = []secrets.Secret{u.rotated}
+		}
 		o.remember(k.fp, e)
 		return e, nil
 	case errors.Is(u.err, errSuperseded):
