@@ -111,6 +111,11 @@ func New(cfg Config) *Server {
 // the server) in RequestLog.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// Router returns the echo router the admin API's routes are on; the
+// server assembly mounts every other surface on it, so that one router
+// serves the whole server.
+func (s *Server) Router() *echo.Echo { return s.echo }
+
 // logger returns the request's logger, or the configured one.
 func (s *Server) logger(c echo.Context) *slog.Logger {
 	if l, ok := c.Request().Context().Value(loggerKey).(*slog.Logger); ok {

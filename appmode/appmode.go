@@ -19,16 +19,36 @@ import (
 	"github.com/switchboardhq/switchboard/gateway"
 )
 
-// Pattern is the route of App mode.
-const Pattern = "POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}"
-
-// handler serves App mode for a gateway.
-type handler struct {
+// Handler serves App mode for a gateway. The server's router sends it
+// the requests under /workspaces/{tenant}/apps/ with the path values
+// tenant, instance and operationId set.
+type Handler struct {
 	g      *gateway.Gateway
 	logger *slog.Logger
 }
 
-// NewHandler serves App mode: POST
+// New returns the App-mode handler of g. A nil logger uses the
+// gateway's.
+func New(g *gateway.Gateway, logger *slog.Logger) *Handler {
+	if logger == nil {
+		logger = g.Logger()
+	}
+	return &Handler{g: g, logger: logger}
+}
+
+// ServeOther answers every request under /workspaces/{tenant}/apps/ that
+// is not a POST of an operation: 405 for another method on an operation,
+// 404 otherwise.
+func (h *Handler) ServeOther(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost && strings.Contains(r.URL.Path, "/ops/") {
+		w.Header().Set("Allow", http.MethodPost)
+		switchboard.WriteError(w, switchboard.E(switchboard.ErrInvalid, "method_not_allowed", "App mode operations are called with POST"))
+		return
+	}
+	switchboard.WriteError(w, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such route: use POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}"))
+}
+
+// ServeOperation serves POST
 // /workspaces/{tenant}/apps/{instance}/ops/{operationId} with the
 // operation's arguments as a JSON object (at most 1 MiB), behind the same
 // caller authentication and agent allowlist as the MCP endpoint. The
@@ -36,28 +56,16 @@ type handler struct {
 // success returns the upstream body and status unchanged; an upstream
 // failure its status (429 for rate limits, 502 when the upstream failed or
 // was unreachable) with a bounded JSON error; a refused request 400, 401,
-// 403, 404 or 413 with a JSON error. A nil logger uses the gateway's.
-func NewHandler(g *gateway.Gateway, logger *slog.Logger) http.Handler {
-	if logger == nil {
-		logger = g.Logger()
-	}
-	h := &handler{g: g, logger: logger}
-	mux := http.NewServeMux()
-	mux.HandleFunc(Pattern, h.serveApp)
-	mux.HandleFunc("/workspaces/{tenant}/apps/", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost && strings.Contains(r.URL.Path, "/ops/") {
-			w.Header().Set("Allow", http.MethodPost)
-			switchboard.WriteError(w, switchboard.E(switchboard.ErrInvalid, "method_not_allowed", "App mode operations are called with POST"))
-			return
-		}
-		switchboard.WriteError(w, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such route: use POST /workspaces/{tenant}/apps/{instance}/ops/{operationId}"))
-	})
-	return mux
-}
-
-func (h *handler) serveApp(w http.ResponseWriter, r *http.Request) {
+// 403, 404 or 413 with a JSON error.
+func (h *Handler) ServeOperation(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tenantSlug, instanceSlug, opID := r.PathValue("tenant"), r.PathValue("instance"), r.PathValue("operationId")
+	if strings.Contains(opID, "/") {
+		// An operationId is one path segment; echo's last parameter may
+		// take more.
+		h.ServeOther(w, r)
+		return
+	}
 	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "app")
 	fail := func(err error) {
 		gateway.LogError(log, "app call failed", err)

@@ -18,10 +18,6 @@ import (
 	"github.com/switchboardhq/switchboard/gateway"
 )
 
-// Pattern is the prefix of the per-instance OAuth flow routes: connect,
-// callback, status and disconnect.
-const Pattern = "/workspaces/{tenant}/webhooks/{instance}/oauth/"
-
 // Config wires the flow pages.
 type Config struct {
 	// Gateway authenticates callers and resolves instances and their
@@ -34,15 +30,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// flows serves the flow routes.
-type flows struct {
-	g      *gateway.Gateway
-	oauth  *auth.OAuth
-	logger *slog.Logger
-}
-
-// NewHandler serves the OAuth flow of per-user instances under
-// /workspaces/{tenant}/webhooks/{instance}/oauth/:
+// Pages serves the flow routes of per-user instances under
+// /workspaces/{tenant}/webhooks/{instance}/oauth/ (the server's router
+// sets the path values tenant and instance):
 //
 //	connect     (GET or POST, caller credential) starts a flow for the
 //	            caller's user: JSON {authorize_url, expires_at}, or a 302 to
@@ -53,25 +43,26 @@ type flows struct {
 //	disconnect  (POST or DELETE, caller credential) revokes and deletes it
 //
 // and the platform's central callback at /oauth/callback
-// (auth.CentralCallbackPath).
-func NewHandler(cfg Config) http.Handler {
+// (auth.CentralCallbackPath), also ServeCallback.
+type Pages struct {
+	g      *gateway.Gateway
+	oauth  *auth.OAuth
+	logger *slog.Logger
+}
+
+// New returns the flow pages.
+func New(cfg Config) *Pages {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = cfg.Gateway.Logger()
 	}
-	f := &flows{g: cfg.Gateway, oauth: cfg.OAuth, logger: logger}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+Pattern+"connect", f.serveConnect)
-	mux.HandleFunc("POST "+Pattern+"connect", f.serveConnect)
-	mux.HandleFunc("GET "+Pattern+"callback", f.serveCallback)
-	mux.HandleFunc("GET "+Pattern+"status", f.serveStatus)
-	mux.HandleFunc("POST "+Pattern+"disconnect", f.serveDisconnect)
-	mux.HandleFunc("DELETE "+Pattern+"disconnect", f.serveDisconnect)
-	mux.HandleFunc("GET "+auth.CentralCallbackPath, f.serveCallback)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		switchboard.WriteError(w, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such route: the OAuth routes are connect, callback, status and disconnect"))
-	})
-	return mux
+	return &Pages{g: cfg.Gateway, oauth: cfg.OAuth, logger: logger}
+}
+
+// ServeNotFound answers any other request under the flow routes, and a
+// request to the central callback with another method than GET.
+func (f *Pages) ServeNotFound(w http.ResponseWriter, r *http.Request) {
+	switchboard.WriteError(w, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such route: the OAuth routes are connect, callback, status and disconnect"))
 }
 
 var errNoOAuth = switchboard.E(switchboard.ErrUnavailable, "oauth_unavailable", "OAuth flows are not enabled on this server")
@@ -79,7 +70,7 @@ var errNoOAuth = switchboard.E(switchboard.ErrUnavailable, "oauth_unavailable", 
 // flowInput authenticates the caller and resolves the instance and its
 // fields for a flow route. A trusted caller may name the user with
 // ?target_user_id=.
-func (f *flows) flowInput(r *http.Request) (auth.ModeInput, *slog.Logger, error) {
+func (f *Pages) flowInput(r *http.Request) (auth.ModeInput, *slog.Logger, error) {
 	ctx := r.Context()
 	tenantSlug, instanceSlug := r.PathValue("tenant"), r.PathValue("instance")
 	log := f.logger.With("tenant", tenantSlug, "instance", instanceSlug, "mode", "oauth")
@@ -103,7 +94,8 @@ func (f *flows) flowInput(r *http.Request) (auth.ModeInput, *slog.Logger, error)
 	return in, log, nil
 }
 
-func (f *flows) serveConnect(w http.ResponseWriter, r *http.Request) {
+// ServeConnect serves the connect route.
+func (f *Pages) ServeConnect(w http.ResponseWriter, r *http.Request) {
 	in, log, err := f.flowInput(r)
 	log = gateway.RequestLogger(log, w)
 	if err != nil {
@@ -130,7 +122,8 @@ func (f *flows) serveConnect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"authorize_url": flow.AuthorizeURL, "expires_at": flow.ExpiresAt})
 }
 
-func (f *flows) serveStatus(w http.ResponseWriter, r *http.Request) {
+// ServeStatus serves the status route.
+func (f *Pages) ServeStatus(w http.ResponseWriter, r *http.Request) {
 	in, log, err := f.flowInput(r)
 	log = gateway.RequestLogger(log, w)
 	if err == nil {
@@ -144,7 +137,8 @@ func (f *flows) serveStatus(w http.ResponseWriter, r *http.Request) {
 	switchboard.WriteError(w, err)
 }
 
-func (f *flows) serveDisconnect(w http.ResponseWriter, r *http.Request) {
+// ServeDisconnect serves the disconnect route.
+func (f *Pages) ServeDisconnect(w http.ResponseWriter, r *http.Request) {
 	in, log, err := f.flowInput(r)
 	log = gateway.RequestLogger(log, w)
 	if err == nil {
@@ -165,7 +159,8 @@ var providerErrors = map[string]bool{
 	"invalid_scope": true, "server_error": true, "temporarily_unavailable": true,
 }
 
-func (f *flows) serveCallback(w http.ResponseWriter, r *http.Request) {
+// ServeCallback serves the callback route.
+func (f *Pages) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	log := gateway.RequestLogger(f.logger, w).With("mode", "oauth")
 	fail := func(status int, err error) {

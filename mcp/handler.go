@@ -115,8 +115,11 @@ type connServer struct {
 	handlers map[string]sdk.ToolHandler
 }
 
-// NewHandler returns the MCP endpoint. Mount it at "/workspaces/"; it
-// serves paths of the form /workspaces/{tenant}/webhooks/{instance}.mcp.
+// NewHandler returns the MCP endpoint: paths of the form
+// /workspaces/{tenant}/webhooks/{instance}.mcp, read from the path values
+// tenant and instance ("{instance}.mcp") the server's router sets, or
+// from the path when mounted on its own at "/workspaces/". Other paths
+// are answered 404 with a JSON-RPC error.
 func NewHandler(g *gateway.Gateway, opts Options) http.Handler {
 	logger := opts.Logger
 	if logger == nil {
@@ -171,6 +174,22 @@ func verifyFromContext(ctx context.Context, _ string, _ *http.Request) (*sdkauth
 		return nil, sdkauth.ErrInvalidToken
 	}
 	return &sdkauth.TokenInfo{UserID: string(a.principal.Caller.ID), Extra: a.extra()}, nil
+}
+
+// endpointSlugs returns the tenant and instance slugs of the request: the
+// path values tenant and instance ("{instance}.mcp") when the server's
+// router matched /workspaces/{tenant}/webhooks/{instance}, else parsed
+// from the path, so that the handler also serves mounted on its own.
+func endpointSlugs(r *http.Request) (tenant, instance string, ok bool) {
+	tenant = r.PathValue("tenant")
+	if tenant == "" {
+		return parsePath(r.URL.Path)
+	}
+	instance, ok = strings.CutSuffix(r.PathValue("instance"), mcpSuffix)
+	if !ok || instance == "" || strings.Contains(instance, "/") || strings.Contains(tenant, "/") {
+		return "", "", false
+	}
+	return tenant, instance, true
 }
 
 // parsePath returns the tenant and instance slugs of
@@ -297,7 +316,7 @@ func (h *handler) checkOrigin(r *http.Request) string {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tenantSlug, instanceSlug, ok := parsePath(r.URL.Path)
+	tenantSlug, instanceSlug, ok := endpointSlugs(r)
 	if !ok {
 		writeRPCError(w, nullID, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such endpoint: use /workspaces/{tenant}/webhooks/{instance}.mcp"))
 		return

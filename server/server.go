@@ -242,22 +242,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Audit:     s.auditStore,
 		Tester:    gw,
 	})
-	agents := http.NewServeMux()
-	agents.Handle("/workspaces/{tenant}/apps/", appmode.NewHandler(gw, logger))
-	flows := connectflow.NewHandler(connectflow.Config{Gateway: gw, OAuth: s.oauth, Logger: logger})
-	agents.Handle(connectflow.Pattern, flows)
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
 		mcpOpts.Authorization = &mcp.Authorization{
 			AuthorizationServers: cfg.MCPAuthServers, Issuer: cfg.MCPIssuer, JWKSURL: cfg.MCPJWKSURL, Scopes: cfg.MCPScopes,
 		}
 	}
-	agents.Handle("/workspaces/", mcp.NewHandler(gw, mcpOpts))
-	root := http.NewServeMux()
-	root.Handle("/workspaces/", agents)
-	root.Handle(mcp.WellKnownPrefix+"/", mcp.ProtectedResourceHandler(mcpOpts))
-	root.Handle(auth.CentralCallbackPath, flows)
-	root.Handle("/", admin.Handler())
+	root := admin.Router()
+	mountAgentPath(root, agentSurfaces{
+		app:      appmode.New(gw, logger),
+		flows:    connectflow.New(connectflow.Config{Gateway: gw, OAuth: s.oauth, Logger: logger}),
+		mcp:      mcp.NewHandler(gw, mcpOpts),
+		resource: mcp.ProtectedResourceHandler(mcpOpts),
+	})
 	s.handler = api.RequestLog(logger, root)
 	return s, nil
 }
