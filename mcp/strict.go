@@ -236,19 +236,55 @@ func quoteKey(k string) string {
 const maxID = 1<<53 - 1
 
 // validID reports whether raw is an id every path writes back unchanged: a
-// string, or an integer without fraction or exponent from -maxID to maxID.
+// string (without an escaped lone UTF-16 surrogate, which decoders turn
+// into U+FFFD), or an integer without fraction or exponent from -maxID to
+// maxID.
 func validID(raw []byte) bool {
 	if len(raw) == 0 {
 		return false
 	}
 	if raw[0] == '"' {
-		return true
+		return !hasLoneSurrogate(raw)
 	}
 	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
 		return false // null, true, false, an object or an array
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	return err == nil && n >= -maxID && n <= maxID && string(raw) != "-0" // the SDK writes -0 back as 0
+}
+
+// hasLoneSurrogate reports whether the JSON string raw escapes a UTF-16
+// surrogate that is not half of a pair (\ud800 alone, or \udc00 first).
+func hasLoneSurrogate(raw []byte) bool {
+	unit := func(i int) (rune, bool) { // the \uXXXX at raw[i:], if any
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := unit(i)
+		if !ok {
+			i++ // another escape: skip its character
+			continue
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo, ok := unit(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // tooDeep reports whether the valid JSON b nests objects and arrays more
