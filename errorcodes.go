@@ -167,6 +167,18 @@ var errorCodes = map[string]CodeSpec{
 	"verify_unavailable":    {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"verification_failed":   {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
+	// Members, invitations, sign-in links and sessions (package members).
+	"member_not_found":     {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"member_exists":        {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
+	"last_owner":           {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
+	"invalid_email":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_role":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_lifetime":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invitation_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"invalid_link":         {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
+	"invalid_session":      {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
+	"session_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+
 	// Catalog, connector packages and configuration (start-up and CLI).
 	"connector_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"connector_invalid":   {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},

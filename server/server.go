@@ -31,6 +31,7 @@ import (
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/mcp"
+	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -121,6 +122,7 @@ type Server struct {
 	providers  *auth.Providers
 	audit      *audit.Writer
 	auditStore *audit.Store
+	members    *members.Store
 }
 
 // New loads the keys and the catalog and wires the handlers over the
@@ -209,6 +211,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.audit, err = audit.NewWriter(s.auditStore, auditOpts); err != nil {
 		return nil, err
 	}
+	s.members = members.NewStore(db, s.audit, members.Options{Now: cfg.Now})
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
@@ -317,6 +320,9 @@ func (s *Server) Audit() *audit.Writer { return s.audit }
 
 // AuditStore is the server's audit log.
 func (s *Server) AuditStore() *audit.Store { return s.auditStore }
+
+// Members is the server's store of members, invitations and sessions.
+func (s *Server) Members() *members.Store { return s.members }
 
 // Listen runs the background work of a replica until ctx is done: the
 // remote catalog's refresh, and the Postgres LISTEN/NOTIFY listeners
