@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -156,6 +157,54 @@ func TestStoreContract(t *testing.T) {
 		}
 		if n := dbtest.Count(t, db, "secrets", "tenant_id = 't1'"); n != 0 {
 			t.Fatalf("rows after DeleteOwner = %d", n)
+		}
+	})
+}
+
+// TestStoreTxVariantsJoinTheCallersTransaction: the ...Tx methods write
+// inside another store's transaction: rolled back with it, committed with
+// it, and visible to that transaction before the commit.
+func TestStoreTxVariantsJoinTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		kr, _ := secrets.NewKeyring(newKey(t))
+		st := secrets.NewStore(db, kr)
+		a := secrets.Ref{Tenant: "t1", Owner: "instance:a", Name: "API_KEY"}
+		b := secrets.Ref{Tenant: "t1", Owner: "instance:a", Name: "BASE_URL"}
+		if err := st.Put(ctx, b, secrets.New("kept")); err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if err := st.PutTx(ctx, tx, a, secrets.New(canary)); err != nil {
+				return err
+			}
+			if err := st.DeleteTx(ctx, tx, b); err != nil {
+				return err
+			}
+			metas, err := st.ListTx(ctx, tx, "t1", "instance:a")
+			if err != nil || len(metas) != 1 || metas[0].Name != "API_KEY" {
+				t.Errorf("ListTx inside the transaction = %+v, %v", metas, err)
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("InTx = %v", err)
+		}
+		if n := dbtest.Count(t, db, "secrets", "tenant_id = 't1'"); n != 1 {
+			t.Fatalf("rows after a rolled-back transaction = %d, want the 1 from before", n)
+		}
+		if err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if err := st.PutTx(ctx, tx, a, secrets.New(canary)); err != nil {
+				return err
+			}
+			return st.DeleteOwnerTx(ctx, tx, "t1", "instance:b")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.Get(ctx, a); err != nil || got.Reveal() != canary {
+			t.Fatalf("Get after the commit = %v", err)
 		}
 	})
 }
