@@ -14,6 +14,7 @@ package api
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -134,7 +135,11 @@ func (s *Server) operatorAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || !strings.EqualFold(scheme, "Bearer") || s.cfg.Operators == nil {
 			return errUnauthorized
 		}
-		if !s.cfg.Operators.Verify(c.Request().Context(), strings.TrimSpace(token)) {
+		ok, err := s.cfg.Operators.Check(c.Request().Context(), strings.TrimSpace(token))
+		if err != nil {
+			return fmt.Errorf("checking the operator token: %w", err)
+		}
+		if !ok {
 			return errUnauthorized
 		}
 		return next(c)

@@ -15,7 +15,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/database"
@@ -54,11 +56,21 @@ func NewStore(db *database.DB) *Store { return &Store{db: db} }
 // maxField bounds every text column.
 const maxField = 200
 
+// clip makes s storable on both backends: a NUL byte (which the store
+// refuses, PostgreSQL cannot hold it) and invalid UTF-8 become U+FFFD, and
+// the result is cut to maxField bytes on a rune boundary. Audit values come
+// from callers (agent ids, user ids, actions), and a row must still be
+// written when they hold such bytes.
 func clip(s string) string {
-	if len(s) > maxField {
-		return s[:maxField]
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) <= maxField {
+		return s
 	}
-	return s
+	cut := maxField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // Insert writes entries in one transaction. Entries without an ID or a

@@ -240,8 +240,16 @@ func (o *Operators) Revoke(ctx context.Context, id string) (OperatorToken, error
 // one statement. When the store cannot answer, a token it confirmed before
 // stays accepted; an unknown one is refused.
 func (o *Operators) Verify(ctx context.Context, token string) bool {
+	ok, _ := o.Check(ctx, token)
+	return ok
+}
+
+// Check is Verify that also returns the store's error when the store could
+// not answer for a token it has not confirmed before, so that the admin
+// API answers store_unavailable rather than a refusal of a valid token.
+func (o *Operators) Check(ctx context.Context, token string) (bool, error) {
 	if token == "" || len(token) > maxOperatorTokenLen {
-		return false
+		return false, nil
 	}
 	hash := tenants.HashToken(token)
 	now := o.now()
@@ -249,7 +257,7 @@ func (o *Operators) Verify(ctx context.Context, token string) bool {
 	v, cached := o.known[hash]
 	o.mu.Unlock()
 	if cached && now.Sub(v.checked) < OperatorTouchInterval {
-		return true
+		return true, nil
 	}
 	var id string
 	err := o.db.QueryRowContext(ctx, `UPDATE operator_tokens SET last_used_at = $1
@@ -259,12 +267,15 @@ func (o *Operators) Verify(ctx context.Context, token string) bool {
 		o.mu.Lock()
 		delete(o.known, hash)
 		o.mu.Unlock()
-		return false
+		return false, nil
 	case err != nil:
-		return cached
+		if cached {
+			return true, nil
+		}
+		return false, err
 	}
 	o.mu.Lock()
 	o.known[hash] = verifiedToken{id: id, checked: now}
 	o.mu.Unlock()
-	return true
+	return true, nil
 }

@@ -47,7 +47,7 @@ func Open(ctx context.Context, url, dataDir string) (*DB, error) {
 }
 
 func openPostgres(ctx context.Context, url string) (*DB, error) {
-	db, err := sql.Open("pgx", url)
+	db, err := openDB("pgx", url)
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres: %w", err)
 	}
@@ -79,7 +79,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate&_time_format=sqlite"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openDB("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}

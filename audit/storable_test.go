@@ -1,0 +1,42 @@
+package audit_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/audit"
+	"github.com/switchboardhq/switchboard/database"
+	"github.com/switchboardhq/switchboard/database/dbtest"
+)
+
+// Caller-supplied values with a NUL byte, invalid UTF-8 or a multi-byte
+// rune across the length bound are still written, on both backends, as
+// storable text (the store refuses NUL bytes; PostgreSQL refuses invalid
+// UTF-8).
+func TestInsertStoresUnsafeText(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		store := audit.NewStore(db)
+		long := strings.Repeat("a", 199) + "é" // the rune crosses byte 200
+		e := audit.Entry{Tenant: "ten_a", Instance: "crm", Caller: "cal_1", Agent: "bot\x00x", Actor: "al\xffice",
+			Subject: long, Tool: "contacts", Action: "li\x00st", Outcome: "ok"}
+		if err := store.Insert(context.Background(), []audit.Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := store.List(context.Background(), "ten_a", audit.Query{})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("List = %v, %v", rows, err)
+		}
+		r := rows[0]
+		if r.Agent != "bot\uFFFDx" || r.Action != "li\uFFFDst" || r.Actor != "al\uFFFDice" || r.Subject != strings.Repeat("a", 199) {
+			t.Errorf("stored %q %q %q %q", r.Agent, r.Action, r.Actor, r.Subject)
+		}
+		for _, s := range []string{r.Agent, r.Actor, r.Subject, r.Action} {
+			if !utf8.ValidString(s) {
+				t.Errorf("%q is not valid UTF-8", s)
+			}
+		}
+	})
+}
