@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +25,8 @@ func badJSON(format string, args ...any) error {
 
 // decode reads the request body into v strictly: the content type must be
 // application/json, the body at most MaxBodyBytes, a single JSON value
-// with no unknown fields and no trailing data. Errors name the offending
-// field, never echo a value.
+// with no unknown fields and no trailing data, and no string holding a NUL
+// byte. Errors name the offending field, never echo a value.
 func decode(c echo.Context, v any) error {
 	r := c.Request()
 	mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
@@ -35,8 +36,17 @@ func decode(c echo.Context, v any) error {
 	if r.ContentLength > MaxBodyBytes {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge)
 	}
-	body := http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes))
+	if err != nil {
+		if tooLarge(err) {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge)
+		}
+		return badJSON("the request body could not be read")
+	}
+	if err := checkBodyText(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -335,6 +336,9 @@ func (g *Gateway) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 // validateAgent fails closed: the call must name an agent, and the agent
 // must be on the instance's allowlist.
 func validateAgent(p *auth.Principal, t *Target) error {
+	if err := identityText(p); err != nil {
+		return err
+	}
 	if p == nil || p.AgentID == "" {
 		return switchboard.E(switchboard.ErrForbidden, "missing_agent_id",
 			"the call names no agent: the credential carries none and no %s header was sent", auth.HeaderAgentID)
@@ -342,6 +346,21 @@ func validateAgent(p *auth.Principal, t *Target) error {
 	if p.Tenant != t.Instance.TenantID || !t.Instance.AllowsAgent(p.AgentID) {
 		return switchboard.E(switchboard.ErrForbidden, "agent_not_allowed",
 			"the agent is not on this app instance's list of allowed agents")
+	}
+	return nil
+}
+
+// identityText refuses a principal whose agent id, user id or
+// targetUserId holds a NUL byte (from a caller JWT's claims or a tool
+// argument), before it reaches a store (grants, audit).
+func identityText(p *auth.Principal) error {
+	if p == nil {
+		return nil
+	}
+	for _, f := range []struct{ name, v string }{{"the agent id", p.AgentID}, {"the user id", p.UserID}, {TargetUserArg, p.TargetUserID}} {
+		if strings.IndexByte(f.v, 0) >= 0 {
+			return switchboard.E(switchboard.ErrInvalid, "invalid_text", "%s contains a NUL byte", f.name)
+		}
 	}
 	return nil
 }

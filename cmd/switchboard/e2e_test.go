@@ -321,12 +321,23 @@ func endToEnd(t *testing.T, databaseURL string) {
 		{"no credential", "/workspaces/acme/webhooks/gh.mcp", map[string]string{"X-Agent-Id": "triage-bot", "Accept": "application/json, text/event-stream"}, 401, ""},
 		{"unknown instance", "/workspaces/acme/webhooks/nope.mcp", mcpHeaders(tokens["acme"], "triage-bot"), 404, ""},
 		{"unknown tenant", "/workspaces/nope/webhooks/gh.mcp", mcpHeaders(tokens["acme"], "triage-bot"), 401, ""},
+		{"NUL in the tenant", "/workspaces/ac%00me/webhooks/gh.mcp", mcpHeaders(tokens["acme"], "triage-bot"), 400, "invalid_text"},
+		{"NUL in the instance", "/workspaces/acme/webhooks/g%00h.mcp", mcpHeaders(tokens["acme"], "triage-bot"), 400, "invalid_text"},
+		{"NUL in the query", "/workspaces/acme/webhooks/gh.mcp?x=%00", mcpHeaders(tokens["acme"], "triage-bot"), 400, `query parameter \"x\"`},
+		{"NUL in an App-mode path", "/workspaces/acme/apps/gh/ops/get%00Repo", mcpHeaders(tokens["acme"], "triage-bot"), 400, "invalid_text"},
+		{"NUL in an OAuth page query", "/workspaces/acme/webhooks/gh/oauth/connect?target_user_id=u%00", nil, 400, "invalid_text"},
 	}
 	for _, r := range refusals {
 		st, body := s.call(t, "POST", r.path, r.headers, call)
 		if st != r.status || !strings.Contains(body, r.code) {
 			t.Errorf("%s: %d %s, want %d with %q", r.name, st, body, r.status, r.code)
 		}
+	}
+	// A targetUserId with a NUL byte is refused before any store sees it.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "repositories",
+		Arguments: map[string]any{"action": "get", "owner": "o", "repo": "r", "targetUserId": "u\x00"}})
+	if err != nil || !res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "invalid_text") {
+		t.Errorf("tools/call with a NUL in targetUserId: %v %+v", err, res)
 	}
 	if _, err := s.mcpClient(t, "acme", "gh", map[string]string{"Authorization": "Bearer " + tokens["acme"], "X-Agent-Id": "intruder"}); err == nil {
 		t.Error("the SDK client connected as an agent not on the list")
