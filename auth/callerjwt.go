@@ -186,19 +186,21 @@ func (c *Callers) authenticateJWT(ctx context.Context, r *http.Request, token, t
 		Tenant:     t.ID,
 		TenantSlug: t.Slug,
 		Caller: &tenants.Caller{ID: switchboard.CallerID("jwt:" + kind), TenantID: t.ID, Name: "platform JWT",
-			Kind: kind, Trusted: trusted, AgentID: agent, UserID: user},
+			Kind: kind, Trusted: trusted, AgentID: agent, UserID: user, UserMode: tenants.UserJWT},
 		AgentID: agent,
 		UserID:  user,
 		Trusted: trusted,
 		Kind:    kind,
 	}
-	if kind == tenants.KindAgentPlatform {
-		if p.AgentID == "" {
-			p.AgentID = identityHeader(r, HeaderAgentID)
-		}
-		if p.UserID == "" {
-			p.UserID = identityHeader(r, HeaderUserID)
-		}
+	if kind == tenants.KindAgentPlatform && p.AgentID == "" {
+		p.AgentID = identityHeader(r, HeaderAgentID)
+	}
+	// A caller JWT carries its user (sub): X-User-Id is refused.
+	if _, sent := headerUser(r); sent {
+		return nil, errUserAssertionRefused
+	}
+	if err := c.checkNamed(ctx, p, p.UserID); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

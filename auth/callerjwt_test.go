@@ -39,6 +39,7 @@ func TestCallerJWT(t *testing.T) {
 	}
 	callers := auth.NewCallers(store)
 	callers.SetJWT(&auth.CallerJWT{Issuer: "https://platform.test", Audience: "switchboard", Keys: pub})
+	callers.SetMembers(memberList{"alice": true})
 
 	sign := func(key *ecdsa.PrivateKey, claims jwt.MapClaims) string {
 		s, err := jwt.NewWithClaims(jwt.SigningMethodES256, claims).SignedString(key)
@@ -58,6 +59,7 @@ func TestCallerJWT(t *testing.T) {
 		ok    bool
 	}{
 		{"valid", sign(platform, base()), true},
+		{"a user who is not a member", sign(platform, with("sub", "mallory")), false},
 		{"other key", sign(other, base()), false},
 		{"wrong issuer", sign(platform, with("iss", "https://evil.test")), false},
 		{"wrong audience", sign(platform, with("aud", "other")), false},
@@ -88,9 +90,16 @@ func TestCallerJWT(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, switchboard.ErrUnauthorized) {
+		if !errors.Is(err, switchboard.ErrUnauthorized) && switchboard.CodeOf(err) != "user_not_found" {
 			t.Errorf("%s: err = %v, want unauthorized", c.name, err)
 		}
+	}
+	// The JWT carries the user: X-User-Id beside it is refused.
+	r, _ := http.NewRequest("POST", "/", nil)
+	r.Header.Set("Authorization", "Bearer "+sign(platform, base()))
+	r.Header.Set(auth.HeaderUserID, "alice")
+	if _, err := callers.Authenticate(context.Background(), r, "acme"); switchboard.CodeOf(err) != "user_assertion_refused" {
+		t.Errorf("caller JWT with X-User-Id: err = %v, want user_assertion_refused", err)
 	}
 }
 

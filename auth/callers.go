@@ -90,6 +90,9 @@ type Callers struct {
 	jwt *CallerJWT
 	// tenants caches tenants by slug for JWT callers.
 	tenants map[string]*tenants.Tenant
+
+	// memberCache checks the users callers name.
+	memberCache
 }
 
 // SetJWT makes the authenticator accept caller JWTs verified by v, besides
@@ -200,13 +203,11 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 		Trusted:    caller.Trusted,
 		Kind:       caller.Kind,
 	}
-	if caller.Kind == tenants.KindAgentPlatform {
-		if p.AgentID == "" {
-			p.AgentID = identityHeader(r, HeaderAgentID)
-		}
-		if p.UserID == "" {
-			p.UserID = identityHeader(r, HeaderUserID)
-		}
+	if caller.Kind == tenants.KindAgentPlatform && p.AgentID == "" {
+		p.AgentID = identityHeader(r, HeaderAgentID)
+	}
+	if err := c.establishUser(ctx, r, p); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -54,7 +54,13 @@ func TestCallersAuthenticate(t *testing.T) {
 			}
 			return c, tok.Reveal()
 		}
-		platform, platTok := issue("acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform, Trusted: true})
+		platform, platTok := issue("acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform, Trusted: true,
+			UserMode: tenants.UserHeader, ExternalSubjects: []string{"u-9"}})
+		_, untrustedTok := issue("acme", tenants.CallerRequest{Name: "u", Kind: tenants.KindAgentPlatform})
+		if _, _, err := svc.CreateCaller(ctx, "acme", tenants.CallerRequest{Name: "h", Kind: tenants.KindAgentPlatform,
+			UserMode: tenants.UserHeader}); switchboard.CodeOf(err) != "invalid_user_mode" {
+			t.Errorf("untrusted header-mode caller: err = %v, want invalid_user_mode", err)
+		}
 		_, cronTok := issue("acme", tenants.CallerRequest{Name: "c", Kind: tenants.KindCron, AgentID: "cron-bot", UserID: "u-1"})
 		_, bareCronTok := issue("acme", tenants.CallerRequest{Name: "c2", Kind: tenants.KindCron})
 		_, globexTok := issue("globex", tenants.CallerRequest{Name: "g", Kind: tenants.KindAgentPlatform})
@@ -64,11 +70,18 @@ func TestCallersAuthenticate(t *testing.T) {
 			r            *http.Request
 			agent, user  string
 			fail         bool
+			// code is the refusal's code when not "unauthorized".
+			code string
 		}{
 			{name: "platform names agent and user", tenant: "acme", r: request("Bearer "+platTok, "X-Agent-Id", "agent-1", "X-User-Id", "u-9"), agent: "agent-1", user: "u-9"},
+			{name: "platform names a non-member", tenant: "acme", r: request("Bearer "+platTok, "X-Agent-Id", "agent-1", "X-User-Id", "u-10"), fail: true, code: "user_not_found"},
+			{name: "untrusted platform asserting a user", tenant: "acme", r: request("Bearer "+untrustedTok, "X-Agent-Id", "agent-1", "X-User-Id", "u-9"), fail: true, code: "user_assertion_refused"},
+			{name: "untrusted platform, empty X-User-Id", tenant: "acme", r: request("Bearer "+untrustedTok, "X-User-Id", ""), fail: true, code: "user_assertion_refused"},
+			{name: "untrusted platform without a user", tenant: "acme", r: request("Bearer "+untrustedTok, "X-Agent-Id", "agent-1"), agent: "agent-1"},
 			{name: "scheme is case-insensitive", tenant: "acme", r: request("bearer "+platTok, "X-Agent-Id", "agent-1"), agent: "agent-1"},
 			{name: "platform without agent", tenant: "acme", r: request("Bearer " + platTok)},
-			{name: "fixed identity wins over headers", tenant: "acme", r: request("Bearer "+cronTok, "X-Agent-Id", "agent-1", "X-User-Id", "u-9"), agent: "cron-bot", user: "u-1"},
+			{name: "fixed identity wins over the agent header", tenant: "acme", r: request("Bearer "+cronTok, "X-Agent-Id", "agent-1"), agent: "cron-bot", user: "u-1"},
+			{name: "fixed user refuses X-User-Id", tenant: "acme", r: request("Bearer "+cronTok, "X-User-Id", "u-9"), fail: true, code: "user_assertion_refused"},
 			{name: "non-platform callers cannot name an agent", tenant: "acme", r: request("Bearer "+bareCronTok, "X-Agent-Id", "agent-1")},
 			{name: "overlong agent id dropped", tenant: "acme", r: request("Bearer "+platTok, "X-Agent-Id", strings.Repeat("a", 129))},
 			{name: "no header", tenant: "acme", r: request(""), fail: true},
@@ -80,9 +93,12 @@ func TestCallersAuthenticate(t *testing.T) {
 		} {
 			p, err := callers.Authenticate(ctx, tc.r, tc.tenant)
 			if tc.fail {
-				e, ok := switchboard.AsError(err)
-				if !ok || e.Kind != switchboard.ErrUnauthorized || e.Code != "unauthorized" {
-					t.Errorf("%s: err = %v, want unauthorized", tc.name, err)
+				want := tc.code
+				if want == "" {
+					want = "unauthorized"
+				}
+				if got := switchboard.CodeOf(err); got != want {
+					t.Errorf("%s: err = %v, want %s", tc.name, err, want)
 				}
 				continue
 			}

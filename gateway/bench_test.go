@@ -11,7 +11,6 @@ import (
 
 	"github.com/switchboardhq/switchboard/auth/authztest"
 	"github.com/switchboardhq/switchboard/database/dbtest"
-	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // benchCall posts one warm tools/call and checks it succeeded.
@@ -50,7 +49,7 @@ func BenchmarkToolsCallAPIKey(b *testing.B) {
 	s := newStack(b, dbtest.SQLite(b), loadCRM(b), &clock{})
 	s.tenant(b, "acme")
 	s.install(b, "acme", "crm", "apiKey", map[string]string{"API_URL": up.URL, "API_KEY": "good-key"}, agent)
-	token := s.caller(b, "acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+	token := s.caller(b, "acme", headerPlatform("alice", "bob", "carol"))
 	url := s.srv.URL + "/workspaces/acme/webhooks/crm.mcp"
 	client := &http.Client{}
 	benchCall(b, client, url, token, "alice", benchBody)
@@ -70,7 +69,7 @@ func BenchmarkToolsCallCachedToken(b *testing.B) {
 		RedirectURIs: []string{redirectFor(s, "acme", "crm")}})
 	s.tenant(b, "acme")
 	s.install(b, "acme", "crm", "oauth", oauthFields(as, up, "crm-app", "bench-secret"), agent)
-	token := s.caller(b, "acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+	token := s.caller(b, "acme", headerPlatform("alice", "bob", "carol"))
 	if st, page := s.connect(b, s.newBrowser(as, "alice", token), "acme", "crm"); st != 200 {
 		b.Fatalf("connect = %d %s", st, page)
 	}
@@ -96,7 +95,7 @@ func BenchmarkRefresh(b *testing.B) {
 		RedirectURIs: []string{redirectFor(s, "acme", "crm")}})
 	s.tenant(b, "acme")
 	s.install(b, "acme", "crm", "oauth", oauthFields(as, up, "crm-app", "bench-secret"), agent)
-	token := s.caller(b, "acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+	token := s.caller(b, "acme", headerPlatform("alice", "bob", "carol"))
 	if st, page := s.connect(b, s.newBrowser(as, "alice", token), "acme", "crm"); st != 200 {
 		b.Fatalf("connect = %d %s", st, page)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/switchboardhq/switchboard/auth/authztest"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
-	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // dumpDB renders every value of every table as text.
@@ -98,7 +97,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		s.install(t, "acme", "sa", "jwt", map[string]string{"API_URL": up.URL, "JWT_ISSUER": "svc@acme", "PRIVATE_KEY": pemKey,
 			"TOKEN_URL": as.TokenURL()}, agent)
 		s.install(t, "acme", "central", "oauthCentral", map[string]string{"API_URL": up.URL}, agent)
-		token := s.caller(t, "acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+		token := s.caller(t, "acme", headerPlatform("alice"))
 		for _, inst := range []string{"crm", "central"} {
 			if st, page := s.connect(t, s.newBrowser(as, "alice", token), "acme", inst); st != 200 {
 				t.Fatalf("connect %s = %d %s", inst, st, page)

@@ -394,6 +394,11 @@ func (g *Gateway) credentials(ctx context.Context, t *Target) (*credentials, err
 // instance t acting as p: its tenant, instance, manifest and decrypted
 // field values. p may be nil (a flow's callback has no caller).
 func (g *Gateway) ModeInput(ctx context.Context, t *Target, p *auth.Principal) (auth.ModeInput, error) {
+	if p != nil {
+		if err := g.callers.CheckTarget(ctx, p); err != nil {
+			return auth.ModeInput{}, err
+		}
+	}
 	c, err := g.credentials(ctx, t)
 	if err != nil {
 		return auth.ModeInput{}, err
@@ -497,6 +502,11 @@ func (g *Gateway) Refused(ctx context.Context, tenantSlug, instanceSlug string, 
 
 func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
 	if err := validateAgent(p, t); err != nil {
+		return nil, err
+	}
+	// A targetUserId must name a member (or an external subject of the
+	// caller).
+	if err := g.callers.CheckTarget(ctx, p); err != nil {
 		return nil, err
 	}
 	c, err := g.credentials(ctx, t)

@@ -40,7 +40,7 @@ func setupOAuth(t *testing.T, db *database.DB) *oauthSetup {
 		Scopes: []string{"contacts.read"}})
 	s.tenant(t, "acme")
 	s.install(t, "acme", "crm", "oauth", oauthFields(as, up, "crm-app", secret), agent)
-	token := s.caller(t, "acme", tenants.CallerRequest{Name: "platform", Kind: tenants.KindAgentPlatform})
+	token := s.caller(t, "acme", headerPlatform("alice", "bob", "carol"))
 	return &oauthSetup{as: as, up: up, s: s, clk: clk, token: token, secret: secret}
 }
 
@@ -295,20 +295,26 @@ func TestTargetUser(t *testing.T) {
 		o.as.AddClient(authztest.Client{ID: "crm-app", Secret: o.secret, Scopes: []string{"contacts.read"},
 			RedirectURIs: []string{redirectFor(o.s, "acme", "crm"), redirectFor(o.s, "other", "crm")}})
 		o.s.install(t, "other", "crm", "oauth", oauthFields(o.as, o.up, "crm-app", o.secret), agent)
-		otherToken := o.s.caller(t, "other", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+		otherToken := o.s.caller(t, "other", headerPlatform("mallory"))
 		mb := o.s.newBrowser(o.as, "mallory", otherToken)
 		if st, page := o.s.connect(t, mb, "other", "crm"); st != 200 {
 			t.Fatalf("mallory connect = %d %s", st, page)
 		}
-		cron := o.s.caller(t, "acme", tenants.CallerRequest{Name: "cron", Kind: tenants.KindCron, Trusted: true, AgentID: agent, UserID: "cron-svc"})
+		cron := o.s.caller(t, "acme", tenants.CallerRequest{Name: "cron", Kind: tenants.KindCron, Trusted: true, AgentID: agent, UserID: "cron-svc",
+			ExternalSubjects: []string{"alice", "bob"}})
+		// alice's own service: an untrusted caller of fixed user alice.
+		own := o.s.caller(t, "acme", tenants.CallerRequest{Name: "alice's", Kind: tenants.KindAgentPlatform, UserID: "alice"})
 
 		cases := []struct {
 			name, token, user string
 			args, meta        map[string]any
 			wantUser, code    string
 		}{
-			{"untrusted argument ignored", o.token, "alice", map[string]any{"targetUserId": "bob"}, nil, "alice", ""},
-			{"untrusted meta ignored", o.token, "alice", nil, map[string]any{"targetUserId": "bob"}, "alice", ""},
+			{"untrusted argument ignored", own, "", map[string]any{"targetUserId": "bob"}, nil, "alice", ""},
+			{"untrusted meta ignored", own, "", nil, map[string]any{"targetUserId": "bob"}, "alice", ""},
+			{"untrusted caller asserting a user", own, "bob", nil, nil, "", "user_assertion_refused"},
+			{"platform asserting a non-member", o.token, "dave", nil, nil, "", "user_not_found"},
+			{"platform's target not a member", o.token, "alice", map[string]any{"targetUserId": "dave"}, nil, "", "user_not_found"},
 			{"trusted cron argument", cron, "", map[string]any{"targetUserId": "bob"}, nil, "bob", ""},
 			{"trusted cron meta", cron, "", nil, map[string]any{"targetUserId": "alice"}, "alice", ""},
 			{"other tenant's user", cron, "", map[string]any{"targetUserId": "mallory"}, nil, "", "user_not_found"},
@@ -328,12 +334,18 @@ func TestTargetUser(t *testing.T) {
 		type as struct{ actor, subject, outcome string }
 		seen := map[as]int{}
 		for _, e := range rows {
+			if e.Action == "refused" {
+				// Refused at authentication: the user a caller named.
+				seen[as{"refused", "", e.Outcome}]++
+				continue
+			}
 			if e.Tool != "me" || e.Action != "get" || e.Instance != "crm" || e.Agent != agent || e.Caller == "" {
 				t.Errorf("audit row %+v", e)
 			}
 			seen[as{e.Actor, e.Subject, e.Outcome}]++
 		}
-		for _, w := range []as{{"alice", "alice", "ok"}, {"cron-svc", "bob", "ok"}, {"cron-svc", "alice", "ok"}, {"cron-svc", "mallory", "user_not_found"}} {
+		for _, w := range []as{{"alice", "alice", "ok"}, {"cron-svc", "bob", "ok"}, {"cron-svc", "alice", "ok"}, {"cron-svc", "mallory", "user_not_found"},
+			{"alice", "dave", "user_not_found"}, {"refused", "", "user_not_found"}, {"refused", "", "user_assertion_refused"}} {
 			if seen[w] == 0 {
 				t.Errorf("no audit row with actor/subject/outcome %v; rows: %v", w, seen)
 			}
@@ -353,7 +365,7 @@ func TestClientChangeInvalidatesCachedTokens(t *testing.T) {
 		s.tenant(t, "acme")
 		fields := map[string]string{"API_URL": up.URL, "CLIENT_ID": "svc-a", "CLIENT_SECRET": "s3cret-svc-a", "TOKEN_URL": as.TokenURL()}
 		s.install(t, "acme", "crm", "clientCredentials", fields, agent)
-		token := s.caller(t, "acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+		token := s.caller(t, "acme", headerPlatform("alice", "bob", "carol"))
 		cc := func() int { return as.TokenRequests("client_credentials") }
 		call := func(want string) {
 			t.Helper()
@@ -398,7 +410,7 @@ func TestJWTBearerGrant(t *testing.T) {
 		s.tenant(t, "acme")
 		s.install(t, "acme", "crm", "jwt", map[string]string{"API_URL": up.URL, "JWT_ISSUER": "svc@acme", "PRIVATE_KEY": pemKey,
 			"TOKEN_URL": as.TokenURL()}, agent)
-		token := s.caller(t, "acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+		token := s.caller(t, "acme", headerPlatform("alice", "bob", "carol"))
 		for _, user := range []string{"alice", "bob", "alice"} {
 			if r := s.callTool(t, "acme", "crm", token, agent, user, nil, nil); r.isError || r.user != user {
 				t.Fatalf("jwt call as %s: %+v", user, r)
@@ -424,7 +436,7 @@ func TestOAuthCentralProvider(t *testing.T) {
 		}
 		s.tenant(t, "acme")
 		s.install(t, "acme", "crm", "oauthCentral", map[string]string{"API_URL": up.URL}, agent)
-		token := s.caller(t, "acme", tenants.CallerRequest{Name: "p", Kind: tenants.KindAgentPlatform})
+		token := s.caller(t, "acme", headerPlatform("alice", "bob", "carol"))
 		b := s.newBrowser(as, "carol", token)
 		if st, page := s.connect(t, b, "acme", "crm"); st != 200 {
 			t.Fatalf("central connect = %d %s", st, page)

@@ -222,9 +222,15 @@ func (s *stack) callTool(t testing.TB, tenant, instance, token, agent, user stri
 			IsError           bool           `json:"isError"`
 			StructuredContent map[string]any `json:"structuredContent"`
 		} `json:"result"`
+		Error struct {
+			Data struct {
+				Code string `json:"code"`
+			} `json:"data"`
+		} `json:"error"`
 	}
 	json.Unmarshal(b, &rpc)
 	out.isError = rpc.Result.IsError
+	out.code = rpc.Error.Data.Code
 	sc := rpc.Result.StructuredContent
 	if e, ok := sc["error"].(map[string]any); ok {
 		out.code, _ = e["code"].(string)
@@ -354,4 +360,12 @@ func oauthFields(as *authztest.Server, up *upstream, clientID, secret string) ma
 
 func redirectFor(s *stack, tenant, instance string) string {
 	return s.srv.URL + "/workspaces/" + tenant + "/webhooks/" + instance + "/oauth/callback"
+}
+
+// headerPlatform is a trusted agent platform that asserts its users with
+// X-User-Id (user mode header), allowed to name users: the tests' users
+// are its external subjects.
+func headerPlatform(users ...string) tenants.CallerRequest {
+	return tenants.CallerRequest{Name: "platform", Kind: tenants.KindAgentPlatform, Trusted: true,
+		UserMode: tenants.UserHeader, ExternalSubjects: users}
 }

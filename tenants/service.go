@@ -646,6 +646,11 @@ type CallerRequest struct {
 	Trusted bool   `json:"trusted"`
 	AgentID string `json:"agent_id,omitempty"`
 	UserID  string `json:"user_id,omitempty"`
+	// UserMode is fixed (the default), header or jwt: see Caller.
+	UserMode string `json:"user_mode,omitempty"`
+	// ExternalSubjects are users outside the tenant's members the caller
+	// may name; "prefix*" names every user id that starts with prefix.
+	ExternalSubjects []string `json:"external_subjects,omitempty"`
 }
 
 // CreateCaller validates and issues a caller credential. The returned
@@ -668,7 +673,40 @@ func (s *Service) CreateCaller(ctx context.Context, tenantSlug string, req Calle
 	if req.UserID != "" && !agentPattern.MatchString(req.UserID) {
 		return nil, secrets.Secret{}, invalid("invalid_user_id", "user_id must be 1-128 letters, digits or . _ : @ / + -")
 	}
-	return s.store.CreateCaller(ctx, t.ID, Caller{Name: req.Name, Kind: req.Kind, Trusted: req.Trusted, AgentID: req.AgentID, UserID: req.UserID})
+	if err := validUserMode(req); err != nil {
+		return nil, secrets.Secret{}, err
+	}
+	return s.store.CreateCaller(ctx, t.ID, Caller{Name: req.Name, Kind: req.Kind, Trusted: req.Trusted, AgentID: req.AgentID,
+		UserID: req.UserID, UserMode: req.UserMode, ExternalSubjects: req.ExternalSubjects})
+}
+
+// validUserMode checks how the caller of req establishes its user: a
+// fixed mode may name a service-account user; header (only for trusted
+// callers) and jwt name theirs per request, so carry none.
+func validUserMode(req CallerRequest) error {
+	switch req.UserMode {
+	case "", UserFixed:
+	case UserHeader:
+		if !req.Trusted {
+			return invalid("invalid_user_mode", "user_mode header lets the caller assert any user with X-User-Id: only a trusted caller may have it")
+		}
+	case UserJWT:
+	default:
+		return invalid("invalid_user_mode", "user_mode must be %s, %s or %s", UserFixed, UserHeader, UserJWT)
+	}
+	if req.UserID != "" && req.UserMode != "" && req.UserMode != UserFixed {
+		return invalid("invalid_user_mode", "user_id names a fixed user: it goes with user_mode fixed, not %s", req.UserMode)
+	}
+	if len(req.ExternalSubjects) > MaxExternalSubjects {
+		return invalid("invalid_user_id", "external_subjects holds at most %d users", MaxExternalSubjects)
+	}
+	for _, u := range req.ExternalSubjects {
+		if !agentPattern.MatchString(strings.TrimSuffix(u, "*")) {
+			return invalid("invalid_user_id", "every external subject must be 1-128 letters, digits or . _ : @ / + -, "+
+				"or such a prefix followed by * (every user id that starts with it)")
+		}
+	}
+	return nil
 }
 
 // ListCallers returns a tenant's callers.

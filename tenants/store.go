@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -401,9 +402,13 @@ func (s *Store) CreateCaller(ctx context.Context, tenant switchboard.TenantID, c
 	c.TenantID = tenant
 	c.CreatedAt = s.now()
 	c.RevokedAt = nil
-	_, err := s.db.ExecContext(ctx, `INSERT INTO callers (id, tenant_id, name, kind, trusted, agent_id, user_id, token_hash, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		string(c.ID), string(tenant), c.Name, c.Kind, c.Trusted, c.AgentID, c.UserID, HashToken(token), c.CreatedAt)
+	if c.UserMode == "" {
+		c.UserMode = UserFixed
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO callers (id, tenant_id, name, kind, trusted, agent_id, user_id, token_hash, created_at, user_mode, external_subjects)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		string(c.ID), string(tenant), c.Name, c.Kind, c.Trusted, c.AgentID, c.UserID, HashToken(token), c.CreatedAt,
+		c.UserMode, strings.Join(c.ExternalSubjects, "\n"))
 	if database.IsForeignKeyViolation(err) {
 		return nil, secrets.Secret{}, notFound("tenant", string(tenant))
 	}
@@ -413,15 +418,20 @@ func (s *Store) CreateCaller(ctx context.Context, tenant switchboard.TenantID, c
 	return &c, secrets.New(token), nil
 }
 
-const callerColumns = `id, tenant_id, name, kind, trusted, agent_id, user_id, created_at, revoked_at`
+const callerColumns = `id, tenant_id, name, kind, trusted, agent_id, user_id, created_at, revoked_at, user_mode, external_subjects`
 
 func scanCaller(row interface{ Scan(...any) error }) (*Caller, error) {
 	var (
-		c       Caller
-		revoked sql.NullTime
+		c        Caller
+		revoked  sql.NullTime
+		external string
 	)
-	if err := row.Scan(&c.ID, &c.TenantID, &c.Name, &c.Kind, &c.Trusted, &c.AgentID, &c.UserID, &c.CreatedAt, &revoked); err != nil {
+	if err := row.Scan(&c.ID, &c.TenantID, &c.Name, &c.Kind, &c.Trusted, &c.AgentID, &c.UserID, &c.CreatedAt, &revoked,
+		&c.UserMode, &external); err != nil {
 		return nil, err
+	}
+	if external != "" {
+		c.ExternalSubjects = strings.Split(external, "\n")
 	}
 	if revoked.Valid {
 		c.RevokedAt = &revoked.Time

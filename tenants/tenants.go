@@ -94,6 +94,20 @@ func ValidKind(k string) bool {
 	return k == KindAgentPlatform || k == KindCron || k == KindKnowledgeSync
 }
 
+// User modes: how a caller establishes the user a call acts for.
+const (
+	// UserFixed: the caller's own UserID (a service account), or no user.
+	UserFixed = "fixed"
+	// UserHeader: the platform asserts the user per request with
+	// X-User-Id. Only trusted callers may.
+	UserHeader = "header"
+	// UserJWT: a per-request JWT signed by the platform carries the user.
+	UserJWT = "jwt"
+)
+
+// MaxExternalSubjects bounds a caller's list of external subjects.
+const MaxExternalSubjects = 100
+
 // Caller is a credential a tenant issued. Only the token's hash is stored.
 type Caller struct {
 	ID       switchboard.CallerID `json:"id"`
@@ -104,8 +118,15 @@ type Caller struct {
 	Trusted bool `json:"trusted"`
 	// AgentID and UserID are fixed identities carried by the credential;
 	// empty means the caller names them per request (agent platforms).
-	AgentID   string     `json:"agent_id,omitempty"`
-	UserID    string     `json:"user_id,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	AgentID string `json:"agent_id,omitempty"`
+	UserID  string `json:"user_id,omitempty"`
+	// UserMode is how the user a call acts for is established: UserFixed,
+	// UserHeader or UserJWT.
+	UserMode string `json:"user_mode"`
+	// ExternalSubjects are the users outside the tenant's members that
+	// the caller may name (by header, JWT or targetUserId); "prefix*"
+	// names every user id that starts with prefix.
+	ExternalSubjects []string   `json:"external_subjects,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	RevokedAt        *time.Time `json:"revoked_at,omitempty"`
 }

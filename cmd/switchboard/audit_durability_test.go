@@ -126,7 +126,7 @@ func newAuditRig(t *testing.T) *auditRig {
 	admin("POST", "/v1/tenants", `{"slug": "acme"}`)
 	admin("PUT", "/v1/tenants/acme/instances/gh", fmt.Sprintf(`{"connector_id": "github", "auth_mode": "apiKey",
 		"agents": ["bot"], "fields": {"GITHUB_TOKEN": "k", "GITHUB_API_URL": %q}}`, up.URL))
-	r.token, _ = admin("POST", "/v1/tenants/acme/callers", `{"name": "platform", "kind": "agent-platform"}`)["token"].(string)
+	r.token, _ = admin("POST", "/v1/tenants/acme/callers", `{"name": "platform", "kind": "agent-platform", "trusted": true, "user_mode": "header", "external_subjects": ["u*"]}`)["token"].(string)
 	a.cmd.Process.Signal(os.Interrupt)
 	a.cmd.Wait()
 	return r

@@ -156,7 +156,7 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 	admin("PUT", "/v1/tenants/acme/instances/crm", fmt.Sprintf(`{"connector_id": "crm", "auth_mode": "oauth", "agents": ["bot"],
 		"fields": {"API_URL": %q, "CLIENT_ID": "crm-app", "CLIENT_SECRET": "crm-secret",
 		"AUTHORIZE_URL": %q, "TOKEN_URL": %q, "REVOKE_URL": %q}}`, upstream.URL, as.AuthorizeURL(), as.TokenURL(), as.RevokeURL()))
-	token, _ := admin("POST", "/v1/tenants/acme/callers", `{"name": "platform", "kind": "agent-platform"}`)["token"].(string)
+	token, _ := admin("POST", "/v1/tenants/acme/callers", `{"name": "platform", "kind": "agent-platform", "trusted": true, "user_mode": "header", "external_subjects": ["alice"]}`)["token"].(string)
 
 	// alice connects through replica A in her browser.
 	jar, _ := cookiejar.New(nil)
