@@ -375,7 +375,3 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 
 func (b *cappedBuffer) Bytes() []byte  { return b.buf.Bytes() }
 func (b *cappedBuffer) String() string { return b.buf.String() }
-
-// errVerifyUnsupported is the answer on systems without process groups.
-var errVerifyUnsupported = switchboard.E(switchboard.ErrUnavailable, "verify_unavailable",
-	"verification commands need a Unix system")
