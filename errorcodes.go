@@ -142,9 +142,13 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_provider":           {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
 	// Tenants, instances, callers (admin API).
-	"tenant_not_found":      {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
-	"instance_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
-	"caller_not_found":      {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"tenant_not_found":   {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"instance_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"caller_not_found":   {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	// Tenant API keys and roles (admin API).
+	"api_key_not_found":     {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"invalid_expiry":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"role_required":         {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
 	"tenant_exists":         {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"invalid_slug":          {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_name":          {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},

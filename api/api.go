@@ -1,6 +1,9 @@
 // Package api is Switchboard's admin REST API for the platform operator:
-// tenants, app instances, callers and the connector catalog under /v1,
-// authenticated by an operator bearer token; health and readiness probes;
+// tenants, app instances, callers, tenant API keys and the connector
+// catalog under /v1, for the operator (operator token) and for the people
+// and automation of a tenant (tenant API keys) by role: every /v1 route
+// declares the role it needs in one table (routes.go); health and
+// readiness probes;
 // and the API's own OpenAPI document at /openapi.json.
 //
 // It also provides the server-wide request middleware (RequestLog), which
@@ -14,10 +17,8 @@ package api
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -55,6 +56,10 @@ type Config struct {
 	Audit *audit.Store
 	// Tester runs instance connection tests; nil answers 503.
 	Tester Tester
+	// APIKeys verifies and stores tenant API keys; nil accepts none.
+	APIKeys *tenants.APIKeys
+	// Grants runs members' own grant actions; nil answers 503.
+	Grants Grants
 }
 
 // Server is the admin API.
@@ -82,30 +87,9 @@ func New(cfg Config) *Server {
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openAPI)
 
-	op := s.operatorAuth
-	e.POST("/v1/tenants", s.createTenant, op)
-	e.GET("/v1/tenants", s.listTenants, op)
-	e.GET("/v1/tenants/:tenant", s.getTenant, op)
-	e.GET("/v1/connectors", s.listConnectors, op)
-	e.GET("/v1/connectors/:connector", s.getConnector, op)
-	e.GET("/v1/connectors/:connector/icons/:size", s.getConnectorIcon, op)
-	e.PUT("/v1/tenants/:tenant/instances/:instance", s.putInstance, op)
-	e.PATCH("/v1/tenants/:tenant/instances/:instance", s.patchInstance, op)
-	e.GET("/v1/tenants/:tenant/instances", s.listInstances, op)
-	e.GET("/v1/tenants/:tenant/instances/:instance", s.getInstance, op)
-	e.DELETE("/v1/tenants/:tenant/instances/:instance", s.deleteInstance, op)
-	e.POST("/v1/tenants/:tenant/callers", s.createCaller, op)
-	e.GET("/v1/tenants/:tenant/callers", s.listCallers, op)
-	e.DELETE("/v1/tenants/:tenant/callers/:caller", s.revokeCaller, op)
-	e.PUT("/v1/providers/:provider", s.putProvider, op)
-	e.GET("/v1/providers", s.listProviders, op)
-	e.GET("/v1/providers/:provider", s.getProvider, op)
-	e.DELETE("/v1/providers/:provider", s.deleteProvider, op)
-	e.GET("/v1/tenants/:tenant/audit", s.listAudit, op)
-	e.POST("/v1/tenants/:tenant/instances/:instance/test", s.testInstance, op)
-	e.POST("/v1/operator-tokens", s.createOperatorToken, op)
-	e.GET("/v1/operator-tokens", s.listOperatorTokens, op)
-	e.DELETE("/v1/operator-tokens/:token", s.revokeOperatorToken, op)
+	for _, r := range routes {
+		e.Add(r.method, r.path, r.handler(s), s.authorize(r.need))
+	}
 	return s
 }
 
@@ -124,27 +108,6 @@ func (s *Server) logger(c echo.Context) *slog.Logger {
 		return l
 	}
 	return s.cfg.Logger
-}
-
-var errUnauthorized = switchboard.E(switchboard.ErrUnauthorized, "unauthorized",
-	"a valid operator token is required: Authorization: Bearer <token>")
-
-// operatorAuth admits requests bearing a valid operator token.
-func (s *Server) operatorAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		scheme, token, ok := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || s.cfg.Operators == nil {
-			return errUnauthorized
-		}
-		ok, err := s.cfg.Operators.Check(c.Request().Context(), strings.TrimSpace(token))
-		if err != nil {
-			return fmt.Errorf("checking the operator token: %w", err)
-		}
-		if !ok {
-			return errUnauthorized
-		}
-		return next(c)
-	}
 }
 
 type status struct {

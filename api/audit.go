@@ -21,6 +21,12 @@ func (s *Server) listAudit(c echo.Context) error {
 		return err
 	}
 	q := audit.Query{Instance: c.QueryParam("instance")}
+	if p := principalOf(c); !p.admin() || c.QueryParam("user_id") != "" {
+		// Members see their own rows only (needSelf).
+		if q.User, err = selfUser(c); err != nil {
+			return err
+		}
+	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {

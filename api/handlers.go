@@ -152,10 +152,33 @@ func (s *Server) logAttention(c echo.Context, tenant string, views ...*tenants.I
 	}
 }
 
+// MemberInstanceView is an instance as a tenant member sees it: what it
+// is and whether it is usable, never its configuration (fields, agent
+// allowlist, verification details).
+type MemberInstanceView struct {
+	Slug             string `json:"slug"`
+	ConnectorID      string `json:"connector_id"`
+	ConnectorVersion string `json:"connector_version"`
+	AuthMode         string `json:"auth_mode"`
+	AuthState        string `json:"auth_state"`
+}
+
+func memberViews(list ...*tenants.InstanceView) []MemberInstanceView {
+	out := make([]MemberInstanceView, 0, len(list))
+	for _, v := range list {
+		out = append(out, MemberInstanceView{Slug: v.Slug, ConnectorID: v.ConnectorID, ConnectorVersion: v.ConnectorVersion,
+			AuthMode: v.AuthMode, AuthState: v.AuthState})
+	}
+	return out
+}
+
 func (s *Server) listInstances(c echo.Context) error {
 	list, err := s.cfg.Tenants.ListInstances(c.Request().Context(), c.Param("tenant"))
 	if err != nil {
 		return err
+	}
+	if !principalOf(c).admin() {
+		return c.JSON(http.StatusOK, map[string]any{"instances": memberViews(list...)})
 	}
 	s.logAttention(c, c.Param("tenant"), list...)
 	return c.JSON(http.StatusOK, map[string]any{"instances": list})
@@ -165,6 +188,9 @@ func (s *Server) getInstance(c echo.Context) error {
 	v, err := s.cfg.Tenants.Instance(c.Request().Context(), c.Param("tenant"), c.Param("instance"))
 	if err != nil {
 		return err
+	}
+	if !principalOf(c).admin() {
+		return c.JSON(http.StatusOK, memberViews(v)[0])
 	}
 	s.logAttention(c, c.Param("tenant"), v)
 	return c.JSON(http.StatusOK, v)

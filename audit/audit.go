@@ -121,6 +121,8 @@ type Query struct {
 	Before time.Time
 	// Instance, when set, keeps the rows of that instance slug.
 	Instance string
+	// User, when set, keeps the rows whose actor or subject is that user.
+	User string
 }
 
 // List returns a tenant's audit rows, newest first.
@@ -137,8 +139,8 @@ func (s *Store) List(ctx context.Context, tenant switchboard.TenantID, q Query) 
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
 		tool, action, outcome, status, latency_us FROM audit_log
-		WHERE tenant_id = $1 AND at < $2 AND ($3 = '' OR instance = $3)
-		ORDER BY at DESC, id DESC LIMIT $4`, string(tenant), before.UTC(), q.Instance, q.Limit)
+		WHERE tenant_id = $1 AND at < $2 AND ($3 = '' OR instance = $3) AND ($5 = '' OR actor = $5 OR subject = $5)
+		ORDER BY at DESC, id DESC LIMIT $4`, string(tenant), before.UTC(), q.Instance, q.Limit, q.User)
 	if err != nil {
 		return nil, fmt.Errorf("listing audit rows: %w", err)
 	}

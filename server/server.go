@@ -244,6 +244,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Providers: s.providers,
 		Audit:     s.auditStore,
 		Tester:    gw,
+		APIKeys:   tenants.NewAPIKeys(db),
+		Grants:    connectflow.NewGrants(gw, s.oauth),
 	})
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
