@@ -149,6 +149,7 @@ var errorCodes = map[string]CodeSpec{
 	"api_key_not_found":     {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"invalid_expiry":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"role_required":         {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"api_keys_unavailable":  {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"tenant_exists":         {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"invalid_slug":          {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_name":          {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
