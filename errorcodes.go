@@ -181,7 +181,6 @@ var errorCodes = map[string]CodeSpec{
 	"member_exists":        {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"last_owner":           {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"invalid_email":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"invalid_role":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_lifetime":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invitation_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"invalid_link":         {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
