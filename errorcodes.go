@@ -141,15 +141,16 @@ var errorCodes = map[string]CodeSpec{
 	"providers_unavailable":      {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true},
 	"invalid_provider":           {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
-	// Tenants, instances, callers (admin API).
-	"tenant_not_found":   {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
-	"instance_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
-	"caller_not_found":   {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	// Tenant API keys and roles (admin API).
-	"api_key_not_found":     {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
-	"invalid_expiry":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"role_required":         {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
-	"api_keys_unavailable":  {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
+	"api_key_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"invalid_expiry":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"role_required":        {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"api_keys_unavailable": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
+
+	// Tenants, instances, callers (admin API).
+	"tenant_not_found":      {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"instance_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"caller_not_found":      {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"tenant_exists":         {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"invalid_slug":          {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_name":          {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
@@ -181,6 +182,7 @@ var errorCodes = map[string]CodeSpec{
 	"member_exists":        {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"last_owner":           {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 	"invalid_email":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_role":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_lifetime":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invitation_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"invalid_link":         {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
