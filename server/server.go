@@ -27,6 +27,7 @@ import (
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/catalog"
 	"github.com/switchboardhq/switchboard/connectflow"
+	"github.com/switchboardhq/switchboard/console"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/gateway"
@@ -260,6 +261,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		mcp:      mcp.NewHandler(gw, mcpOpts),
 		resource: mcp.ProtectedResourceHandler(mcpOpts),
 	})
+	pages, err := console.New(console.Config{Catalog: cat, Access: console.SessionAccess(s.members), Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	pages.Mount(root)
 	s.handler = api.RequestLog(logger, root)
 	return s, nil
 }

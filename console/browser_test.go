@@ -1,0 +1,282 @@
+package console_test
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchboardhq/switchboard/console"
+)
+
+// axeSource is axe-core (npm axe-core, version in testdata/axe/VERSION,
+// MPL-2.0: testdata/axe/LICENSE), vendored for this test only.
+//
+//go:embed testdata/axe/axe.min.js
+var axeSource string
+
+// widths are the viewport widths every page is checked and captured at:
+// a desktop and the narrowest phone the console supports.
+var widths = []int64{1280, 360}
+
+// chromiumPath finds Debian's chromium (or $CHROMIUM). Without one the
+// test skips, and fails under CI=true.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium on PATH: .ci/run installs Debian's chromium package")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium); CI fails here instead")
+	return ""
+}
+
+// screenshotDir is where the pages' screenshots go:
+// $SWITCHBOARD_SCREENSHOTS (which .ci/run sets to a folder CI keeps), or
+// switchboard-screenshots in the system's temporary directory.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SWITCHBOARD_SCREENSHOTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "switchboard-screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// browser starts one headless Chromium for the test binary's pages. It
+// reaches loopback only: every other host name resolves to nothing, no
+// proxy, no background networking.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox, // containers run tests as root
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-domain-reliability", true),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// cspReports collects what the page logs about its Content Security
+// Policy: any such line means a page relies on something the policy
+// blocks.
+type cspReports struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *cspReports) listen(ctx context.Context) {
+	go func() {
+		for m, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			if strings.Contains(m.Text, "Content Security Policy") {
+				r.mu.Lock()
+				r.lines = append(r.lines, m.Text)
+				r.mu.Unlock()
+			}
+		}
+	}()
+}
+
+func (r *cspReports) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.lines
+	r.lines = nil
+	return l
+}
+
+// axeViolation is one serious or critical finding of axe-core.
+type axeViolation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// axeRun runs axe-core on the current page (WCAG 2.1 A and AA and best
+// practices) and returns its serious and critical violations.
+const axeRun = `(async () => {
+  const r = await axe.run(document, {resultTypes: ['violations']});
+  return JSON.stringify(r.violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map(n => n.target.join(' '))})));
+})()`
+
+// pageCheck is what is asserted about one page in the browser.
+type pageCheck struct {
+	name, path string
+	// heading is the text of the page's h1.
+	heading string
+}
+
+// checkPage opens path at each width and checks it: its heading, the
+// stylesheet applied under the CSP, no horizontal scrolling, no CSP
+// report, 0 serious or critical axe violations; and captures it.
+func checkPage(t *testing.T, ctx context.Context, base, dir string, csp *cspReports, p pageCheck) {
+	t.Helper()
+	for _, w := range widths {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900), chromedp.Navigate(base+p.path),
+			chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
+			t.Fatalf("%s at %d px: %v", p.name, w, err)
+		}
+		h1, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main h1")))
+		if err != nil || !strings.Contains(h1, p.heading) {
+			t.Errorf("%s at %d px: heading %q (%v), want %q", p.name, w, h1, err, p.heading)
+		}
+		// The header's colour comes from console.css: proof that the
+		// stylesheet loaded under the CSP.
+		bg, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('header.top')).backgroundColor`))
+		if err != nil || bg != "rgb(31, 78, 140)" {
+			t.Errorf("%s at %d px: the stylesheet did not apply (header background %q, %v)", p.name, w, bg, err)
+		}
+		overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+		if err != nil || overflow {
+			t.Errorf("%s at %d px: the page scrolls sideways (%v)", p.name, w, err)
+		}
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("%s at %d px: screenshot: %v", p.name, w, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.png", p.name, w)), shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range axe(t, ctx) {
+			t.Errorf("%s at %d px: axe %s (%s): %s at %v", p.name, w, v.ID, v.Impact, v.Help, v.Nodes)
+		}
+		for _, l := range csp.take() {
+			t.Errorf("%s at %d px: %s", p.name, w, l)
+		}
+	}
+}
+
+// axe injects axe-core into the page and runs it.
+func axe(t *testing.T, ctx context.Context) []axeViolation {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](axeSource+";\ntrue")); err != nil {
+		t.Fatalf("injecting axe-core: %v", err)
+	}
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](axeRun, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("running axe-core: %v", err)
+	}
+	var vs []axeViolation
+	if err := json.Unmarshal([]byte(out), &vs); err != nil {
+		t.Fatalf("axe-core's result: %v", err)
+	}
+	return vs
+}
+
+// TestBrowser opens every console page in headless Chromium against the
+// server built by server.New on the embedded store: signed out (Sign in)
+// and signed in (the catalog, filtered and empty, a connector's docs, an
+// error page). Each page is checked and captured at 1280 and 360 px
+// (checkPage), then the catalog is used with the keyboard alone: the
+// skip link is the first stop and visibly focused, and the search is
+// reachable and submits.
+func TestBrowser(t *testing.T) {
+	s := startConsole(t)
+	ctx := browser(t)
+	dir := screenshotDir(t)
+	csp := &cspReports{}
+	csp.listen(ctx)
+	t.Logf("screenshots in %s", dir)
+
+	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"signin", "/console/catalog", "Sign in"})
+
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, network.SetCookie, network.SetCookieParams{
+			Name: console.SessionCookie, Value: s.Session, URL: s.URL + "/", HTTPOnly: ptr(true), SameSite: network.CookieSameSiteLax,
+		})
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []pageCheck{
+		{"catalog", "/console/catalog", "Catalog"},
+		{"catalog-tag", "/console/catalog?tag=chat", "Catalog"},
+		{"catalog-empty", "/console/catalog?type=mcp_remote", "Catalog"},
+		{"connector", "/console/catalog/github", "GitHub"},
+		{"not-found", "/console/catalog/nothing", "404"},
+	} {
+		checkPage(t, ctx, s.URL, dir, csp, p)
+	}
+
+	t.Run("keyboard", func(t *testing.T) {
+		focused := func() string {
+			t.Helper()
+			v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.activeElement;
+				return e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '') })()`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(360, 900), chromedp.Navigate(s.URL+"/console/catalog"),
+			chromedp.WaitVisible(chromedp.CSS("main h1")), chromedp.KeyEvent("\t")); err != nil {
+			t.Fatal(err)
+		}
+		if f := focused(); f != "a.skip" {
+			t.Fatalf("first Tab stop %s, want the skip link", f)
+		}
+		shown, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = document.activeElement, r = e.getBoundingClientRect(), s = getComputedStyle(e);
+			return r.left >= 0 && r.top >= 0 && r.width > 0 && s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2 })()`))
+		if err != nil || !shown {
+			t.Errorf("the focused skip link is not visible with a focus outline (%v)", err)
+		}
+		shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "catalog-focus-360.png"), shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.KeyEvent("\r"), chromedp.KeyEvent("\t")); err != nil {
+			t.Fatal(err)
+		}
+		if f := focused(); f != "input#q" {
+			t.Fatalf("after the skip link, Tab reached %s, want the search field", f)
+		}
+		ctx2, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx2, chromedp.KeyEvent("slack\r"), chromedp.WaitVisible(chromedp.CSS(`a[href="/console/catalog/slack"]`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`a[href="/console/catalog/github"]`))); err != nil {
+			t.Fatalf("searching with the keyboard: %v", err)
+		}
+		if loc, _ := chromedp.Run(ctx, chromedp.Location()); !strings.HasSuffix(loc, "/console/catalog?q=slack&tag=&type=") {
+			t.Errorf("the search went to %s", loc)
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

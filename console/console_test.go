@@ -1,0 +1,268 @@
+package console_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/console"
+	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/members"
+	"github.com/switchboardhq/switchboard/server"
+	"github.com/switchboardhq/switchboard/server/servertest"
+)
+
+// consoleServer is a server built by server.New on the embedded store,
+// with a tenant whose owner has a session.
+type consoleServer struct {
+	*servertest.Server
+	// Session is the owner's session token (the session cookie's value).
+	Session string
+}
+
+// startConsole starts the server and signs in the owner of tenant acme.
+func startConsole(t testing.TB) *consoleServer {
+	t.Helper()
+	srv := servertest.Start(t, server.Config{DB: dbtest.SQLite(t)})
+	ctx := context.Background()
+	tenant, err := srv.Tenants().CreateTenant(ctx, "acme", "Acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := srv.Members().AddMember(ctx, members.ActorOperator, tenant.ID, "owner@acme.test", members.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := srv.Members().CreateSession(ctx, tenant.ID, owner.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &consoleServer{Server: srv, Session: token.Reveal()}
+}
+
+// page is one response of the console.
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// get fetches path with the session cookie (when session is not empty),
+// without following redirects.
+func (s *consoleServer) get(t testing.TB, path, session string, header ...string) page {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if session != "" {
+		req.AddCookie(&http.Cookie{Name: console.SessionCookie, Value: session})
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// inlineCode finds inline script or style in a page: a <script> without
+// src, a <style> element, a style= or on*= attribute, a javascript: URL.
+var inlineCode = regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]|<script>|<style|\sstyle=|\son[a-z]+=|javascript:`)
+
+// TestSecurityHeaders checks every kind of console response (pages
+// signed in and out, errors, the stylesheet, icons) for the security
+// headers, and every HTML page for inline script or style, which the CSP
+// would block.
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	s := startConsole(t)
+	for _, tc := range []struct {
+		path, session string
+		status        int
+		html          bool
+	}{
+		{"/console/signin", "", 200, true},
+		{"/console/catalog", "", 401, true},
+		{"/console/catalog", s.Session, 200, true},
+		{"/console/catalog?q=%3Cscript%3Ealert(1)%3C/script%3E", s.Session, 200, true},
+		{"/console/catalog/github", s.Session, 200, true},
+		{"/console/catalog/nothing", s.Session, 404, true},
+		{"/console/nothing", s.Session, 404, true},
+		{"/console/catalog/github/icon/small", s.Session, 200, false},
+		{"/console/static/console.css", "", 200, false},
+		{"/console/", s.Session, 302, false},
+		{"/console", "", 302, false},
+	} {
+		p := s.get(t, tc.path, tc.session)
+		if p.status != tc.status {
+			t.Errorf("GET %s: status %d, want %d\n%s", tc.path, p.status, tc.status, p.body)
+		}
+		csp := p.header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe-eval") ||
+			(tc.html && (!strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "unsafe-inline"))) {
+			t.Errorf("GET %s: Content-Security-Policy %q", tc.path, csp)
+		}
+		for name, want := range map[string]string{"Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"} {
+			if got := p.header.Get(name); got != want {
+				t.Errorf("GET %s: %s %q, want %q", tc.path, name, got, want)
+			}
+		}
+		if !tc.html {
+			continue
+		}
+		if ct := p.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+			t.Errorf("GET %s: Content-Type %q", tc.path, ct)
+		}
+		if p.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s: Cache-Control %q, want no-store", tc.path, p.header.Get("Cache-Control"))
+		}
+		if m := inlineCode.FindString(p.body); m != "" {
+			t.Errorf("GET %s: inline code %q in the page", tc.path, m)
+		}
+	}
+}
+
+// TestSignIn checks the one access check: no session and a session that
+// is not valid get the Sign in page (401, with the typed error's message
+// and hint for the latter), never the catalog; a signed-out session is
+// refused at once.
+func TestSignIn(t *testing.T) {
+	t.Parallel()
+	s := startConsole(t)
+	for _, tc := range []struct {
+		name, session string
+		want          []string
+	}{
+		{"none", "", []string{"You are not signed in", `href="/console/catalog"`}},
+		{"unknown", "sbs_unknown", []string{"You are not signed in", "invalid_session", "Sign in again with a new sign-in link."}},
+	} {
+		p := s.get(t, "/console/catalog", tc.session)
+		if p.status != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 401", tc.name, p.status)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(p.body, w) {
+				t.Errorf("%s: the page lacks %q", tc.name, w)
+			}
+		}
+		if strings.Contains(p.body, "GitHub") {
+			t.Errorf("%s: the catalog is shown without a session", tc.name)
+		}
+	}
+	if p := s.get(t, "/console/catalog", s.Session); p.status != 200 || !strings.Contains(p.body, "owner@acme.test") {
+		t.Fatalf("signed in: status %d, page without the viewer's email", p.status)
+	}
+	if err := s.Members().SignOut(context.Background(), s.Session); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.get(t, "/console/catalog", s.Session); p.status != http.StatusUnauthorized || strings.Contains(p.body, "GitHub") {
+		t.Fatalf("signed out: status %d, want 401 without the catalog", p.status)
+	}
+}
+
+// TestCatalogFilters checks search, tag and type filters and the empty
+// states.
+func TestCatalogFilters(t *testing.T) {
+	t.Parallel()
+	s := startConsole(t)
+	cards := regexp.MustCompile(`<h2><a href="/console/catalog/([a-z0-9-]+)">`)
+	for _, tc := range []struct {
+		query string
+		want  []string
+		text  string
+	}{
+		{"", []string{"github", "slack"}, "2 of 2 connectors"},
+		{"q=pull+requests", []string{"github"}, "1 of 2 connectors"},
+		{"q=GITHUB+issues", []string{"github"}, ""},
+		{"tag=chat", []string{"slack"}, `<option value="chat" selected>`},
+		{"type=openapi", []string{"github", "slack"}, `<option value="openapi" selected>REST API</option>`},
+		{"type=mcp_remote", nil, "No connector matches"},
+		{"q=" + url.QueryEscape(`"><script>x</script>`), nil, "&#34;&gt;&lt;script&gt;x&lt;/script&gt;"},
+	} {
+		p := s.get(t, "/console/catalog?"+tc.query, s.Session)
+		var got []string
+		for _, m := range cards.FindAllStringSubmatch(p.body, -1) {
+			got = append(got, m[1])
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("?%s: connectors %v, want %v", tc.query, got, tc.want)
+		}
+		if !strings.Contains(p.body, tc.text) {
+			t.Errorf("?%s: the page lacks %q", tc.query, tc.text)
+		}
+		if (tc.query != "") != strings.Contains(p.body, "Clear filters") {
+			t.Errorf("?%s: Clear filters shown wrongly", tc.query)
+		}
+	}
+}
+
+// TestConnectorPage checks a connector's docs page (auth modes, fields
+// with required and secret marks, tools, the rendered guide) and the
+// typed error of an unknown connector.
+func TestConnectorPage(t *testing.T) {
+	t.Parallel()
+	s := startConsole(t)
+	p := s.get(t, "/console/catalog/github", s.Session)
+	for _, w := range []string{
+		"<h1 lang=\"en\">GitHub</h1>", "API key", "<code>apiKey</code>", "Access token",
+		"GitHub token <code>GITHUB_TOKEN</code> <span class=\"badge\">required</span> <span class=\"badge secret\">secret</span>",
+		"Default: <code>https://api.github.com</code>", "Tools agents get", "<code>issues</code>",
+		`src="/console/catalog/github/icon/large"`, `href="https://docs.github.com/en/rest"`,
+	} {
+		if !strings.Contains(p.body, w) {
+			t.Errorf("github page lacks %q", w)
+		}
+	}
+	if !regexp.MustCompile(`<div class="markdown"><h3[ >]GitHub</h3>`).MatchString(p.body) || !strings.Contains(p.body, "<table>") {
+		t.Errorf("the guide is not rendered from Markdown (headings under the section's, tables)")
+	}
+	icon := s.get(t, "/console/catalog/github/icon/small", s.Session)
+	if icon.header.Get("Content-Type") != "image/svg+xml" || !strings.Contains(icon.header.Get("Content-Security-Policy"), "sandbox") {
+		t.Errorf("icon: Content-Type %q, CSP %q", icon.header.Get("Content-Type"), icon.header.Get("Content-Security-Policy"))
+	}
+	nf := s.get(t, "/console/catalog/nothing", s.Session)
+	for _, w := range []string{`the catalog has no connector &#34;nothing&#34;`, "<code>connector_not_found</code>", "Check the address"} {
+		if nf.status != 404 || !strings.Contains(nf.body, w) {
+			t.Errorf("unknown connector: status %d, page lacks %q", nf.status, w)
+		}
+	}
+	if p := s.get(t, "/console/catalog/github", ""); p.status != 401 || strings.Contains(p.body, "GITHUB_TOKEN") {
+		t.Errorf("connector page without a session: status %d", p.status)
+	}
+}
+
+// TestVendoredAxe checks the vendored axe-core against the sha256
+// recorded in testdata/axe/VERSION, so that a changed file is a changed
+// record.
+func TestVendoredAxe(t *testing.T) {
+	t.Parallel()
+	version, err := os.ReadFile("testdata/axe/VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(axeSource))
+	if want := "sha256 " + hex.EncodeToString(sum[:]) + "  axe.min.js"; !strings.Contains(string(version), want) {
+		t.Fatalf("testdata/axe/axe.min.js does not match VERSION (%s)", want)
+	}
+	for _, f := range []string{"LICENSE", "LICENSE-3RD-PARTY.txt"} {
+		if _, err := os.Stat("testdata/axe/" + f); err != nil {
+			t.Errorf("axe-core's %s: %v", f, err)
+		}
+	}
+}
