@@ -188,6 +188,8 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_link":         {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"invalid_session":      {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"session_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"csrf_failed":          {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"members_unavailable":  {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 
 	// Catalog, connector packages and configuration (start-up and CLI).
 	"connector_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},

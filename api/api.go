@@ -26,6 +26,7 @@ import (
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	APIKeys *tenants.APIKeys
 	// Grants runs members' own grant actions; nil answers 503.
 	Grants Grants
+	// Members keeps members and invitations; nil answers 503.
+	Members *members.Store
+	// PublicURL is the base of the sign-in links the API returns.
+	PublicURL string
 }
 
 // Server is the admin API.

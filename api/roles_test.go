@@ -52,6 +52,7 @@ var roleTable = map[string]roleCase{
 	"POST /v1/tenants/:tenant/api-keys":                          {"POST", "/v1/tenants/acme/api-keys", `{}`, [5]int{400, 400, 403, 404, 401}},
 	"GET /v1/tenants/:tenant/api-keys":                           {"GET", "/v1/tenants/acme/api-keys", ``, [5]int{200, 200, 403, 404, 401}},
 	"DELETE /v1/tenants/:tenant/api-keys/:key":                   {"DELETE", "/v1/tenants/acme/api-keys/key_nope", ``, [5]int{404, 404, 403, 404, 401}},
+	"POST /v1/tenants/:tenant/invitations":                       {"POST", "/v1/tenants/acme/invitations", `{}`, [5]int{400, 403, 403, 404, 401}},
 	"GET /v1/tenants/:tenant/audit":                              {"GET", "/v1/tenants/acme/audit", ``, [5]int{200, 200, 200, 404, 401}},
 	"PUT /v1/providers/:provider":                                {"PUT", "/v1/providers/nope", `{}`, [5]int{400, 403, 403, 403, 401}},
 	"GET /v1/providers":                                          {"GET", "/v1/providers", ``, [5]int{200, 403, 403, 403, 401}},

@@ -73,6 +73,7 @@ var routes = []route{
 	{"POST", "/v1/tenants/:tenant/api-keys", needAdmin, func(s *Server) echo.HandlerFunc { return s.createAPIKey }},
 	{"GET", "/v1/tenants/:tenant/api-keys", needAdmin, func(s *Server) echo.HandlerFunc { return s.listAPIKeys }},
 	{"DELETE", "/v1/tenants/:tenant/api-keys/:key", needAdmin, func(s *Server) echo.HandlerFunc { return s.revokeAPIKey }},
+	{"POST", "/v1/tenants/:tenant/invitations", needOperator, func(s *Server) echo.HandlerFunc { return s.createInvitation }},
 	{"GET", "/v1/tenants/:tenant/audit", needSelf, func(s *Server) echo.HandlerFunc { return s.listAudit }},
 	{"PUT", "/v1/providers/:provider", needOperator, func(s *Server) echo.HandlerFunc { return s.putProvider }},
 	{"GET", "/v1/providers", needOperator, func(s *Server) echo.HandlerFunc { return s.listProviders }},

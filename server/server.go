@@ -36,6 +36,7 @@ import (
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/signin"
 	"github.com/switchboardhq/switchboard/tenants"
 	"github.com/switchboardhq/switchboard/verify"
 )
@@ -124,6 +125,7 @@ type Server struct {
 	audit      *audit.Writer
 	auditStore *audit.Store
 	members    *members.Store
+	signin     *signin.Handler
 }
 
 // New loads the keys and the catalog and wires the handlers over the
@@ -213,6 +215,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.members = members.NewStore(db, s.audit, members.Options{Now: cfg.Now})
+	s.signin = signin.New(signin.Config{Members: s.members, PublicURL: cfg.PublicURL, Logger: logger})
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
@@ -247,6 +250,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Tester:    gw,
 		APIKeys:   tenants.NewAPIKeys(db),
 		Grants:    connectflow.NewGrants(gw, s.oauth),
+		Members:   s.members,
+		PublicURL: cfg.PublicURL,
 	})
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
@@ -266,6 +271,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	pages.Mount(root)
+	// People's sign-in pages (the handler routes by method and path).
+	root.Any(signin.Prefix+"*", serve(s.signin.ServeHTTP))
 	s.handler = api.RequestLog(logger, root)
 	return s, nil
 }
@@ -328,6 +335,10 @@ func (s *Server) Audit() *audit.Writer { return s.audit }
 
 // AuditStore is the server's audit log.
 func (s *Server) AuditStore() *audit.Store { return s.auditStore }
+
+// SignIn is the server's sign-in handler; its Authenticate is the echo
+// middleware that admits /v1 requests made with a session cookie.
+func (s *Server) SignIn() *signin.Handler { return s.signin }
 
 // Members is the server's store of members, invitations and sessions.
 func (s *Server) Members() *members.Store { return s.members }

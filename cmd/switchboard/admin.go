@@ -14,6 +14,7 @@ import (
 )
 
 const adminUsage = `usage: switchboard admin token <subcommand> [flags]
+       switchboard admin invite|login-link [flags]   (see switchboard admin invite -h)
 
 Operator tokens of the admin API, managed on the store directly (no running
 server needed: the recovery path when every token is lost).
@@ -24,8 +25,12 @@ subcommands:
   revoke ID            revoke a token; servers refuse it within a minute
 `
 
-// runAdmin runs "switchboard admin token <create|list|revoke>".
+// runAdmin runs "switchboard admin token <create|list|revoke>", "admin
+// invite" and "admin login-link".
 func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "invite" || args[0] == "login-link") {
+		return runAdminLink(ctx, args[0], args[1:], getenv, stdout, stderr)
+	}
 	if len(args) < 2 || args[0] != "token" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(stdout, adminUsage)

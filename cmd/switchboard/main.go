@@ -4,6 +4,7 @@
 //	switchboard migrate     apply database migrations
 //	switchboard connector   generate, lint, index, hash, sign and verify connector packages
 //	switchboard admin token create, list and revoke operator tokens on the store
+//	switchboard admin invite, login-link: one-time sign-in links for a tenant's people
 //	switchboard keys        re-seal stored secrets under the current master key
 //
 // Every flag has an environment equivalent; run a command with -h for them.
@@ -45,6 +46,8 @@ commands:
   migrate     apply database migrations and exit
   connector   generate, lint, index, hash, sign and verify connector packages
   admin token create, list or revoke operator tokens directly on the store (recovery)
+  admin invite, admin login-link
+              mint a one-time invitation or sign-in link for a tenant's people
   keys        rotate: re-seal every stored secret under the current master key;
               check: report rows still sealed under a previous key
 

@@ -71,7 +71,7 @@ type setting struct {
 // settings is the configuration table, in the order -h, the README and
 // the start-up printout list it.
 var settings = []setting{
-	{flag: "addr", env: "SWITCHBOARD_ADDR", def: "127.0.0.1:8080", cmds: cmdServe,
+	{flag: "addr", env: "SWITCHBOARD_ADDR", def: "127.0.0.1:8080", cmds: cmdServe | cmdAdmin,
 		help: "listen address (host:port)", field: func(c *config) any { return &c.Addr }},
 	{flag: "data-dir", env: "SWITCHBOARD_DATA_DIR", def: "./data", cmds: cmdAll,
 		help: "directory of the embedded store, its key file and the verify scratch space", field: func(c *config) any { return &c.DataDir }},
@@ -107,7 +107,7 @@ var settings = []setting{
 		}},
 	{flag: "allow-upstream-cidrs", env: "SWITCHBOARD_ALLOW_UPSTREAM_CIDRS", defDoc: "none", cmds: cmdServe,
 		help: "comma-separated CIDRs upstream calls may reach although private or loopback", field: func(c *config) any { return &c.AllowUpstreams }},
-	{flag: "public-url", env: "SWITCHBOARD_PUBLIC_URL", defDoc: "http://<addr>", cmds: cmdServe,
+	{flag: "public-url", env: "SWITCHBOARD_PUBLIC_URL", defDoc: "http://<addr>", cmds: cmdServe | cmdAdmin,
 		help: "public base URL of the server, the base of OAuth redirect URIs", field: func(c *config) any { return &c.PublicURL }},
 	{flag: "caller-jwt-issuer", env: "SWITCHBOARD_CALLER_JWT_ISSUER", defDoc: "off", cmds: cmdServe,
 		help: "issuer of platform-signed caller JWTs", field: func(c *config) any { return &c.CallerJWTIssuer }},

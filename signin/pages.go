@@ -1,0 +1,189 @@
+package signin
+
+import (
+	"html/template"
+	"net/http"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/members"
+)
+
+// pages are the sign-in pages: plain HTML forms, no script.
+var pages = template.Must(template.New("").Parse(`
+{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>Switchboard sign-in</title><style>body{font:16px system-ui,sans-serif;max-width:32em;margin:4em auto;padding:0 1em}button{font:inherit;padding:.4em 1em}</style></head><body>{{end}}
+{{define "link"}}{{template "head"}}<h1>Sign in to Switchboard</h1>
+<p>This link signs you in once. Continue to sign in in this browser.</p>
+<form method="post" action="{{.Action}}"><input type="hidden" name="token" value="{{.Token}}"><button type="submit">Sign in</button></form>
+</body></html>{{end}}
+{{define "status"}}{{template "head"}}{{if .Member.UserID}}<h1>Signed in</h1>
+<p>You are signed in as <strong>{{.Member.Email}}</strong> ({{.Member.Role}}) until {{.Session.ExpiresAt.Format "2006-01-02 15:04 MST"}} at the latest.</p>
+<form method="post" action="{{.SignOut}}"><input type="hidden" name="csrf_token" value="{{.CSRF}}"><button type="submit">Sign out</button></form>
+<form method="post" action="{{.SignOutEverywhere}}"><input type="hidden" name="csrf_token" value="{{.CSRF}}"><button type="submit">Sign out everywhere</button></form>
+{{else}}<h1>Signed out</h1><p>You are not signed in. Ask your tenant's owner or the operator for a sign-in link.</p>{{end}}
+</body></html>{{end}}
+{{define "error"}}{{template "head"}}<h1>Sign-in failed</h1><p>{{.Message}}</p><p>Code: <code>{{.Code}}</code></p></body></html>{{end}}
+`))
+
+// render writes the page name with data.
+func (h *Handler) render(w http.ResponseWriter, status int, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+		h.log.Warn("rendering a sign-in page", "page", name, "err", err)
+	}
+}
+
+// fail renders err as an HTML page with its status; an internal error is
+// logged, its text never shown.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p := switchboard.ProblemOf(err)
+	if p.Internal {
+		h.log.Error("sign-in", "path", r.URL.Path, "err", err)
+	}
+	h.render(w, p.Status, "error", p.Detail)
+}
+
+// linkForm shows the confirmation form of a sign-in link. It reads
+// nothing and spends nothing.
+func (h *Handler) linkForm(w http.ResponseWriter, r *http.Request) {
+	token := r.URL.Query().Get("token")
+	if token == "" || len(token) > 512 {
+		h.fail(w, r, switchboard.E(switchboard.ErrInvalid, "invalid_link", "the sign-in link is incomplete; open it as it was sent"))
+		return
+	}
+	h.render(w, http.StatusOK, "link", struct{ Action, Token string }{LinkPath, token})
+}
+
+// redeemLink spends a sign-in link or invitation and signs its member in
+// with a new session; a session the browser brought is ended first.
+func (h *Handler) redeemLink(w http.ResponseWriter, r *http.Request) {
+	if err := h.sameOrigin(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	m, err := h.cfg.Members.Redeem(r.Context(), r.PostFormValue("token"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.startSession(w, r, m); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
+
+// startSession signs m in: it revokes the session the browser brought,
+// if any (a session id is never carried across a sign-in), and sets the
+// cookies of a new one.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, m members.Member) error {
+	if old := h.sessionToken(r); old != "" {
+		if err := h.cfg.Members.SignOut(r.Context(), old); err != nil {
+			return err
+		}
+	}
+	sess, token, err := h.cfg.Members.CreateSession(r.Context(), m.Tenant, m.UserID)
+	if err != nil {
+		return err
+	}
+	h.setSession(w, sess, token)
+	return nil
+}
+
+// sessionInfo is the JSON of GET /signin/session.
+type sessionInfo struct {
+	members.Session
+	Email string `json:"email"`
+	// CSRFToken goes in the X-CSRF-Token header of state-changing
+	// requests made with the session cookie.
+	CSRFToken string `json:"csrf_token"`
+}
+
+// current returns the request's session, its member and its (possibly
+// rotated) CSRF token.
+func (h *Handler) current(w http.ResponseWriter, r *http.Request) (members.Session, members.Member, string, error) {
+	sess, ok, err := h.resolve(w, r)
+	if err == nil && !ok {
+		err = switchboard.E(switchboard.ErrUnauthorized, "invalid_session", "not signed in")
+	}
+	if err != nil {
+		return members.Session{}, members.Member{}, "", err
+	}
+	m, err := h.cfg.Members.Member(r.Context(), sess.Tenant, sess.UserID)
+	if err != nil {
+		return members.Session{}, members.Member{}, "", err
+	}
+	token := h.sessionToken(r)
+	// A rotated session's token is in the cookie just set.
+	for _, c := range (&http.Response{Header: w.Header()}).Cookies() {
+		if c.Name == h.SessionCookie() {
+			token = c.Value
+		}
+	}
+	return sess, m, members.CSRFToken(token), nil
+}
+
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
+	sess, m, csrf, err := h.current(w, r)
+	if err != nil {
+		switchboard.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	writeJSON(w, sessionInfo{Session: sess, Email: m.Email, CSRFToken: csrf})
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	sess, m, csrf, err := h.current(w, r)
+	if err != nil && switchboard.CodeOf(err) != "invalid_session" {
+		h.fail(w, r, err)
+		return
+	}
+	h.render(w, http.StatusOK, "status", struct {
+		Session                          members.Session
+		Member                           members.Member
+		CSRF, SignOut, SignOutEverywhere string
+	}{sess, m, csrf, SignOutPath, SignOutEverywherePath})
+}
+
+// signOut ends this browser's session.
+func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
+	if _, ok, err := h.resolve(w, r); err != nil || !ok {
+		h.signOutFailed(w, r, err)
+		return
+	}
+	if err := h.cfg.Members.SignOut(r.Context(), h.sessionToken(r)); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.clearSession(w)
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
+
+// signOutEverywhere ends every session of the signed-in member.
+func (h *Handler) signOutEverywhere(w http.ResponseWriter, r *http.Request) {
+	sess, ok, err := h.resolve(w, r)
+	if err != nil || !ok {
+		h.signOutFailed(w, r, err)
+		return
+	}
+	if _, err := h.cfg.Members.RevokeSessions(r.Context(), sess.UserID, sess.Tenant, sess.UserID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.clearSession(w)
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
+
+// signOutFailed answers a sign-out without a valid session: without a
+// session there is nothing to end (the cookies are cleared); a bad CSRF
+// token is refused.
+func (h *Handler) signOutFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil && switchboard.CodeOf(err) != "invalid_session" {
+		h.fail(w, r, err)
+		return
+	}
+	h.clearSession(w)
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
