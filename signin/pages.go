@@ -49,7 +49,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (h *Handler) linkForm(w http.ResponseWriter, r *http.Request) {
 	token := r.URL.Query().Get("token")
 	if token == "" || len(token) > 512 {
-		h.fail(w, r, switchboard.E(switchboard.ErrInvalid, "invalid_link", "the sign-in link is incomplete; open it as it was sent"))
+		h.fail(w, r, switchboard.E(switchboard.ErrUnauthorized, "invalid_link", "the sign-in link is incomplete; open it as it was sent"))
 		return
 	}
 	h.render(w, http.StatusOK, "link", struct{ Action, Token string }{LinkPath, token})
