@@ -24,40 +24,21 @@ import (
 	"github.com/switchboardhq/switchboard/database"
 )
 
-// Role is what a member may do in their tenant.
-type Role string
+// Role is what a member may do in their tenant (switchboard.Role, which
+// orders them).
+type Role = switchboard.Role
 
 // The roles, from most to least privileged.
 const (
-	// RoleOwner may do everything in the tenant, members included.
-	RoleOwner Role = "owner"
-	// RoleAdmin governs instances, callers, tenant API keys and the audit
-	// log.
-	RoleAdmin Role = "admin"
-	// RoleMember uses instances and manages their own grants.
-	RoleMember Role = "member"
+	RoleOwner  = switchboard.RoleOwner
+	RoleAdmin  = switchboard.RoleAdmin
+	RoleMember = switchboard.RoleMember
 )
-
-// rank orders the roles; 0 is not a role.
-func (r Role) rank() int {
-	switch r {
-	case RoleOwner:
-		return 3
-	case RoleAdmin:
-		return 2
-	case RoleMember:
-		return 1
-	}
-	return 0
-}
-
-// AtLeast reports whether r grants everything min grants.
-func (r Role) AtLeast(min Role) bool { return r.rank() > 0 && r.rank() >= min.rank() }
 
 // ParseRole parses "owner", "admin" or "member".
 func ParseRole(s string) (Role, error) {
 	r := Role(strings.TrimSpace(s))
-	if r.rank() == 0 {
+	if !r.Valid() {
 		return "", switchboard.E(switchboard.ErrInvalid, "invalid_role", "role %q: want owner, admin or member", clip(s))
 	}
 	return r, nil

@@ -476,19 +476,3 @@ func TestCSRFToken(t *testing.T) {
 		t.Fatalf("CSRF tokens %q %q: want distinct, stable, not the session token", a, b)
 	}
 }
-
-func TestRoleOrder(t *testing.T) {
-	for _, tc := range []struct {
-		r, min members.Role
-		want   bool
-	}{
-		{members.RoleOwner, members.RoleAdmin, true},
-		{members.RoleAdmin, members.RoleAdmin, true},
-		{members.RoleMember, members.RoleAdmin, false},
-		{"", members.RoleMember, false},
-	} {
-		if got := tc.r.AtLeast(tc.min); got != tc.want {
-			t.Errorf("%q.AtLeast(%q) = %v", tc.r, tc.min, got)
-		}
-	}
-}
