@@ -228,8 +228,34 @@ func TestBrowser(t *testing.T) {
 		{"catalog-empty", "/console/catalog?type=mcp_remote", "Catalog"},
 		{"connector", "/console/catalog/github", "GitHub"},
 		{"not-found", "/console/catalog/nothing", "404"},
+		{"instances-empty", "/console/instances", "Instances"},
+		{"install", "/console/catalog/github/install", "Install GitHub"},
 	} {
 		checkPage(t, ctx, s.URL, dir, csp, p)
+	}
+
+	// Install github with the form, as a person would; the secret typed
+	// into it never appears in a later page.
+	const secret = "ghp_typed_into_the_browser_42"
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(s.URL+"/console/catalog/github/install"),
+		chromedp.WaitVisible(chromedp.CSS("#field-GITHUB_TOKEN")),
+		chromedp.SendKeys(chromedp.CSS("#field-GITHUB_TOKEN"), secret),
+		chromedp.SetValue(chromedp.CSS("#field-GITHUB_API_URL"), "http://127.0.0.1:1/api"),
+		chromedp.SendKeys(chromedp.CSS("#agents"), "claude"),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".endpoint"))); err != nil {
+		t.Fatalf("installing through the form: %v", err)
+	}
+	for _, p := range []pageCheck{
+		{"instance", "/console/instances/github", "github"},
+		{"instances", "/console/instances", "Instances"},
+		{"configure", "/console/catalog/github/install?instance=github", "Configure github"},
+	} {
+		checkPage(t, ctx, s.URL, dir, csp, p)
+		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+		if err != nil || strings.Contains(html, secret) || !strings.Contains(html, "github") {
+			t.Errorf("%s: the typed secret is in the page, or the page is wrong (%v)", p.name, err)
+		}
 	}
 
 	t.Run("keyboard", func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 
 	switchboard "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // Prefix is the path every console page lives under.
@@ -51,6 +52,11 @@ var staticFiles embed.FS
 type Config struct {
 	// Catalog is the connector catalog the catalog pages show.
 	Catalog *registry.Catalog
+	// Tenants holds the tenants' instances the instance pages show and
+	// change.
+	Tenants *tenants.Service
+	// PublicURL is the server's public base URL (MCP endpoint URLs).
+	PublicURL string
 	// Access establishes the viewer of a request; nil admits nobody (every
 	// page but Sign in then shows Sign in).
 	Access Access
@@ -69,6 +75,9 @@ type Console struct {
 // New parses the embedded templates; it fails only when a template does
 // not parse, which the package's tests rule out.
 func New(cfg Config) (*Console, error) {
+	if cfg.Catalog == nil || cfg.Tenants == nil {
+		return nil, errors.New("console: no catalog or tenant service")
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -115,6 +124,10 @@ func (c *Console) Mount(e *echo.Echo) {
 	g.GET("/catalog", c.page(c.catalogList))
 	g.GET("/catalog/:connector", c.page(c.connectorPage))
 	g.GET("/catalog/:connector/icon/:size", c.page(c.connectorIcon))
+	g.GET("/catalog/:connector/install", c.page(c.installForm))
+	g.POST("/catalog/:connector/install", c.page(c.install))
+	g.GET("/instances", c.page(c.instanceList))
+	g.GET("/instances/:instance", c.page(c.instancePage))
 	g.Any("/*", func(ec echo.Context) error {
 		c.renderError(ec, nil, errPageNotFound)
 		return nil

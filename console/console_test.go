@@ -54,19 +54,33 @@ type page struct {
 	body   string
 }
 
-// get fetches path with the session cookie (when session is not empty),
-// without following redirects.
-func (s *consoleServer) get(t testing.TB, path, session string, header ...string) page {
+// get fetches path with the session cookie (when session is not empty).
+func (s *consoleServer) get(t testing.TB, path, session string) page {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s.do(t, req, session)
+}
+
+// post submits a form to path with the session cookie.
+func (s *consoleServer) post(t testing.TB, path, session string, form url.Values) page {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return s.do(t, req, session)
+}
+
+// do sends req with the session cookie (when session is not empty),
+// without following redirects.
+func (s *consoleServer) do(t testing.TB, req *http.Request, session string) page {
+	t.Helper()
 	if session != "" {
 		req.AddCookie(&http.Cookie{Name: console.SessionCookie, Value: session})
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
@@ -264,5 +278,140 @@ func TestVendoredAxe(t *testing.T) {
 		if _, err := os.Stat("testdata/axe/" + f); err != nil {
 			t.Errorf("axe-core's %s: %v", f, err)
 		}
+	}
+}
+
+// memberSession signs in a member (role member) of acme.
+func (s *consoleServer) memberSession(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	tenant, err := s.Tenants().Tenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Members().AddMember(ctx, members.ActorOperator, tenant.ID, "member@acme.test", members.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := s.Members().CreateSession(ctx, tenant.ID, m.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token.Reveal()
+}
+
+// TestInstall installs the github connector through the console's form:
+// the form is generated from the connector's fields with the session's
+// CSRF token; a form without it, a member, and an invalid value change
+// nothing; a saved secret shows as set and its value never appears in
+// any later page; members see no configuration.
+func TestInstall(t *testing.T) {
+	t.Parallel()
+	s := startConsole(t)
+	ctx := context.Background()
+	const secret = "ghp_console_secret_value_123"
+	csrf := members.CSRFToken(s.Session)
+
+	if p := s.get(t, "/console/instances", s.Session); p.status != 200 || !strings.Contains(p.body, "No instance yet") ||
+		!strings.Contains(p.body, `<a href="/console/catalog">catalog</a>`) {
+		t.Fatalf("empty instance list: status %d\n%s", p.status, p.body)
+	}
+	form := s.get(t, "/console/catalog/github/install", s.Session)
+	for _, w := range []string{
+		`<input type="hidden" name="csrf_token" value="` + csrf + `">`,
+		`<input id="field-GITHUB_TOKEN" name="field_GITHUB_TOKEN" type="password" autocomplete="off" aria-describedby="help-GITHUB_TOKEN" required>`,
+		`name="field_GITHUB_API_URL" value="https://api.github.com"`, `placeholder="https://github.example.com/api/v3"`,
+		`id="mode-apiKey" name="auth_mode" value="apiKey" checked`, `<label for="agents">`,
+	} {
+		if !strings.Contains(form.body, w) {
+			t.Errorf("install form lacks %s", w)
+		}
+	}
+
+	values := func(slug, token string) url.Values {
+		return url.Values{"slug": {slug}, "auth_mode": {"apiKey"}, "field_GITHUB_TOKEN": {token},
+			"field_GITHUB_API_URL": {"http://127.0.0.1:1/api"}, "agents": {"claude\nci-bot"}}
+	}
+	noToken := values("github", secret)
+	wrongToken := values("github", secret)
+	wrongToken.Set("csrf_token", members.CSRFToken("sbs_other"))
+	member := s.memberSession(t)
+	memberForm := values("github", secret)
+	memberForm.Set("csrf_token", members.CSRFToken(member))
+	badSlug := values("Not A Slug", secret)
+	badSlug.Set("csrf_token", csrf)
+	for _, tc := range []struct {
+		name, session string
+		form          url.Values
+		status        int
+		want          string
+	}{
+		{"no csrf token", s.Session, noToken, 403, "anti-forgery token"},
+		{"another session's token", s.Session, wrongToken, 403, "anti-forgery token"},
+		{"member", member, memberForm, 403, "role_required"},
+		{"invalid slug", s.Session, badSlug, 400, "invalid_slug"},
+	} {
+		p := s.post(t, "/console/catalog/github/install", tc.session, tc.form)
+		if p.status != tc.status || !strings.Contains(p.body, tc.want) {
+			t.Errorf("%s: status %d, want %d with %q\n%s", tc.name, p.status, tc.status, tc.want, p.body)
+		}
+		if strings.Contains(p.body, secret) {
+			t.Errorf("%s: the secret is rendered back", tc.name)
+		}
+		if list, err := s.Tenants().ListInstances(ctx, "acme"); err != nil || len(list) != 0 {
+			t.Fatalf("%s: instances %d (%v), want none", tc.name, len(list), err)
+		}
+	}
+
+	ok := values("github", secret)
+	ok.Set("csrf_token", csrf)
+	p := s.post(t, "/console/catalog/github/install", s.Session, ok)
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/instances/github" {
+		t.Fatalf("install: status %d, Location %q\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	in, err := s.Tenants().Instance(ctx, "acme", "github")
+	if err != nil || strings.Join(in.Agents, ",") != "ci-bot,claude" {
+		t.Fatalf("installed instance: agents %q, %v", in.Agents, err)
+	}
+	// Saving again with the secret left empty keeps it.
+	keep := values("github", "")
+	keep.Set("csrf_token", csrf)
+	keep.Set("agents", "claude")
+	if p := s.post(t, "/console/catalog/github/install", s.Session, keep); p.status != http.StatusSeeOther {
+		t.Fatalf("save without the secret: status %d\n%s", p.status, p.body)
+	}
+	in, err = s.Tenants().Instance(ctx, "acme", "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _, err := s.Tenants().Store().FieldValues(ctx, in.Instance)
+	if err != nil || stored["GITHUB_TOKEN"].Reveal() != secret || strings.Join(in.Agents, ",") != "claude" {
+		t.Fatalf("saving with the secret left empty: secret kept %v, agents %q (%v)", stored["GITHUB_TOKEN"].Reveal() == secret, in.Agents, err)
+	}
+
+	pages := map[string]page{
+		"instance":  s.get(t, "/console/instances/github", s.Session),
+		"list":      s.get(t, "/console/instances", s.Session),
+		"configure": s.get(t, "/console/catalog/github/install?instance=github", s.Session),
+		"member":    s.get(t, "/console/instances/github", member),
+	}
+	for name, p := range pages {
+		if p.status != 200 || strings.Contains(p.body, secret) {
+			t.Errorf("%s page: status %d, or the secret is in the page", name, p.status)
+		}
+	}
+	for _, w := range []string{"<dt><code>GITHUB_TOKEN</code></dt>\n    <dd>set</dd>", s.URL + "/workspaces/acme/webhooks/github.mcp", "<code>claude</code>"} {
+		if !strings.Contains(pages["instance"].body, w) {
+			t.Errorf("instance page lacks %q", w)
+		}
+	}
+	if !strings.Contains(pages["configure"].body, "A value is set. Leave empty to keep it") || strings.Contains(pages["configure"].body, "GITHUB_TOKEN\" type=\"password\" autocomplete=\"off\" aria-describedby=\"help-GITHUB_TOKEN\" required") {
+		t.Errorf("configure form: the set secret is not shown as set (or still required)")
+	}
+	if m := pages["member"]; strings.Contains(m.body, "GITHUB_API_URL") || strings.Contains(m.body, "Configure") || !strings.Contains(m.body, "github.mcp") {
+		t.Errorf("member's instance page shows the configuration, or not the endpoint")
+	}
+	if p := s.get(t, "/console/catalog/github/install", member); p.status != 403 || !strings.Contains(p.body, "role_required") {
+		t.Errorf("member opening the install form: status %d", p.status)
 	}
 }

@@ -29,10 +29,10 @@ var templateFuncs = template.FuncMap{
 	"statusText": http.StatusText,
 }
 
-// home is the console's start page; until the tenant pages exist, it is
-// the catalog.
+// home is the console's start page: the tenant's instances, whose empty
+// state leads to the catalog.
 func (c *Console) home(ec echo.Context, _ *Viewer) error {
-	return ec.Redirect(http.StatusFound, Prefix+"catalog")
+	return ec.Redirect(http.StatusFound, Prefix+"instances")
 }
 
 // signInData is the Sign in page: where to go back to, and why the

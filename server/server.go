@@ -266,7 +266,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		mcp:      mcp.NewHandler(gw, mcpOpts),
 		resource: mcp.ProtectedResourceHandler(mcpOpts),
 	})
-	pages, err := console.New(console.Config{Catalog: cat, Access: console.SessionAccess(s.members), Logger: logger})
+	pages, err := console.New(console.Config{Catalog: cat, Tenants: tenantSvc, PublicURL: cfg.PublicURL, Access: console.SessionAccess(s.members), Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
