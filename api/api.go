@@ -134,7 +134,7 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
 	if err := s.cfg.Ready(ctx); err != nil {
-		s.logger(c).Warn("not ready", "error", err.Error())
+		s.logger(c).Warn("not ready", "err", err.Error())
 		reason := "the store is unreachable or its migrations are not applied"
 		if e, ok := switchboard.AsError(err); ok {
 			reason = e.Message

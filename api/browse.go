@@ -375,8 +375,8 @@ func (s *Server) getConnector(c echo.Context) error {
 	case len(m.Verify.Command) > 0:
 		out.Verification = "command"
 	}
-	if conn.API != nil {
-		for _, e := range conn.API.Entities {
+	if conn.Spec != nil {
+		for _, e := range conn.Spec.Entities {
 			ce := ConnectorEntity{Name: e.Name, Description: e.Description, Actions: []string{}}
 			for _, a := range e.Actions {
 				ce.Actions = append(ce.Actions, a.Name)

@@ -96,12 +96,12 @@ func (h *Handler) ServeOperation(w http.ResponseWriter, r *http.Request) {
 			p = p.WithTarget(s)
 		}
 	}
-	if t.API() == nil {
+	if t.Spec() == nil {
 		fail(switchboard.E(switchboard.ErrNotFound, "unknown_operation",
 			"App mode serves connectors of type openapi; call this app instance over MCP"))
 		return
 	}
-	op, ok := t.API().Operation(opID)
+	op, ok := t.Spec().Operation(opID)
 	if !ok {
 		err := switchboard.E(switchboard.ErrNotFound, "unknown_operation", "the connector has no operation %q", truncate(opID, 80))
 		h.g.Refused(ctx, tenantSlug, instanceSlug, p, t, opID, err)

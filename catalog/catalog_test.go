@@ -112,14 +112,14 @@ func TestBuiltinCatalog(t *testing.T) {
 			m := c.Manifest
 			checkManifest(t, c, index[id])
 
-			if c.API == nil {
+			if c.Spec == nil {
 				t.Fatal("no compiled API")
 			}
-			if len(c.API.Problems) != 0 {
-				t.Errorf("API problems: %v", c.API.Problems)
+			if len(c.Spec.Problems) != 0 {
+				t.Errorf("API problems: %v", c.Spec.Problems)
 			}
 			var names []string
-			for _, e := range c.API.Entities {
+			for _, e := range c.Spec.Entities {
 				names = append(names, e.Name)
 			}
 			wantNames := make([]string, 0, len(entities))
@@ -131,7 +131,7 @@ func TestBuiltinCatalog(t *testing.T) {
 				t.Errorf("entities = %v, want %v", names, wantNames)
 			}
 			for name, actions := range entities {
-				e, ok := c.API.Entity(name)
+				e, ok := c.Spec.Entity(name)
 				if !ok {
 					continue
 				}
@@ -214,8 +214,8 @@ func checkManifest(t *testing.T, c *registry.Connector, e registry.IndexEntry) {
 	if !ok || f.Secret || f.Required || !strings.HasPrefix(f.Default, "https://") || "{ENV:"+urlField+"}" != m.BaseURL {
 		t.Errorf("base_url %q: field %+v (found %v)", m.BaseURL, f, ok)
 	}
-	if c.API != nil && (len(c.API.Servers) == 0 || c.API.Servers[0] != f.Default) {
-		t.Errorf("servers = %v, want the base URL default %q first", c.API.Servers, f.Default)
+	if c.Spec != nil && (len(c.Spec.Servers) == 0 || c.Spec.Servers[0] != f.Default) {
+		t.Errorf("servers = %v, want the base URL default %q first", c.Spec.Servers, f.Default)
 	}
 	for _, fl := range m.Env {
 		if fl.Label == "" || fl.Description == "" {
@@ -375,7 +375,7 @@ func TestBuiltinRequests(t *testing.T) {
 			if !ok {
 				t.Fatalf("no connector %s", tt.connector)
 			}
-			e, ok := c.API.Entity(tt.entity)
+			e, ok := c.Spec.Entity(tt.entity)
 			if !ok {
 				t.Fatalf("no entity %s", tt.entity)
 			}
@@ -452,7 +452,7 @@ func TestBuiltinValidateRejects(t *testing.T) {
 		t.Run(tt.connector+"."+tt.entity+"."+tt.action, func(t *testing.T) {
 			t.Parallel()
 			c, _ := cat.Connector(tt.connector)
-			e, ok := c.API.Entity(tt.entity)
+			e, ok := c.Spec.Entity(tt.entity)
 			if !ok {
 				t.Fatalf("no entity %s", tt.entity)
 			}

@@ -188,8 +188,8 @@ func (c *Console) connectorPage(ec echo.Context, v *Viewer) error {
 		}
 		d.Guide = template.HTML(buf.String()) // #nosec: goldmark output without raw HTML
 	}
-	if x.API != nil {
-		for _, e := range x.API.Entities {
+	if x.Spec != nil {
+		for _, e := range x.Spec.Entities {
 			row := entityRow{Name: e.Name}
 			for _, a := range e.Actions {
 				row.Actions = append(row.Actions, a.Name)

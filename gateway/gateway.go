@@ -146,7 +146,7 @@ type Target struct {
 func (t *Target) toolAction(op *registry.Operation) (string, string) {
 	t.namesOnce.Do(func() {
 		t.names = map[*registry.Operation][2]string{}
-		for _, e := range t.Connector.API.Entities {
+		for _, e := range t.Connector.Spec.Entities {
 			for _, a := range e.Actions {
 				if a.Op != nil {
 					t.names[a.Op] = [2]string{e.Name, a.Name}
@@ -212,8 +212,8 @@ func sameValues(values []string, held []secrets.Secret) bool {
 	return true
 }
 
-// API returns the target's compiled registry.
-func (t *Target) API() *registry.API { return t.Connector.API }
+// Spec returns the target's compiled registry.
+func (t *Target) Spec() *registry.Spec { return t.Connector.Spec }
 
 // errUndecryptable is the answer when a field of the instance does not
 // decrypt: the call cannot be made until an admin enters it again.
@@ -257,7 +257,7 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"the connector %s of this app instance is not in the catalog", in.ConnectorID)
 	}
-	if conn.API == nil && !mcpremote.Is(conn) {
+	if conn.Spec == nil && !mcpremote.Is(conn) {
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"connectors of type %s are not served yet", conn.Manifest.Type)
 	}
@@ -416,8 +416,8 @@ func modeInput(t *Target, c *credentials, p *auth.Principal) auth.ModeInput {
 func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) *credentials {
 	m := &conn.Manifest
 	base := auth.ExpandEnv(m.BaseURL, m, fields)
-	if m.BaseURL == "" && conn.API != nil && len(conn.API.Servers) > 0 {
-		base = conn.API.Servers[0]
+	if m.BaseURL == "" && conn.Spec != nil && len(conn.Spec.Servers) > 0 {
+		base = conn.Spec.Servers[0]
 	}
 	return &credentials{fields: fields, baseURL: base, red: registry.NewRedactor(m, fields)}
 }

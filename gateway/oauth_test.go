@@ -24,7 +24,6 @@ type oauthSetup struct {
 	up     *upstream
 	s      *stack
 	clk    *clock
-	cat    any
 	token  string // agent-platform caller
 	secret string
 }

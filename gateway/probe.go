@@ -58,7 +58,7 @@ func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.
 			Details: map[string]any{"code": "no_probe", "mode": t.Instance.AuthMode}}
 	}
 	probe := m.Verify.Probe
-	op, ok := probeOperation(t.API(), probe.Operation)
+	op, ok := probeOperation(t.Spec(), probe.Operation)
 	if !ok {
 		return &TestResult{OK: false, Message: "the connector's probe names an unknown operation",
 			Details: map[string]any{"code": "invalid_probe", "mode": t.Instance.AuthMode}}
@@ -108,7 +108,7 @@ func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.
 
 // probeOperation finds a probe's operation: an operationId, or an
 // "entity.action" of the registry.
-func probeOperation(api *registry.API, name string) (*registry.Operation, bool) {
+func probeOperation(api *registry.Spec, name string) (*registry.Operation, bool) {
 	if api == nil {
 		return nil, false
 	}

@@ -73,7 +73,7 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 	if env.method != "tools/call" && env.method != "tools/list" {
 		return false
 	}
-	if a.target.API() == nil {
+	if a.target.Spec() == nil {
 		return false // mcp_remote: forwarded by the SDK path (remotetools.go)
 	}
 	if !simpleID(env.id) || len(r.Header.Values("Last-Event-ID")) > 0 {

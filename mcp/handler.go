@@ -373,12 +373,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env := &msgs[0]
-	if msg := checkParamHeader(r, env, t.API()); msg != "" {
+	if msg := checkParamHeader(r, env, t.Spec()); msg != "" {
 		log.Info("mcp request refused", "code", "header_mismatch", "agent", p.AgentID)
 		writeRPCError(w, requestID(body), switchboard.E(switchboard.ErrInvalid, "header_mismatch", "%s", msg))
 		return
 	}
-	if api := t.API(); api != nil && env.method == "tools/call" {
+	if api := t.Spec(); api != nil && env.method == "tools/call" {
 		// The SDK answers an unknown tool (-32602); it is audited here.
 		if name, _ := toolName(env); name != "" {
 			if _, ok := api.Entity(name); !ok {
@@ -568,7 +568,7 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		s.AddReceivingMiddleware(h.remoteTools)
 		return cs
 	}
-	for _, e := range conn.API.Entities {
+	for _, e := range conn.Spec.Entities {
 		if e.InputSchema == nil || e.InputSchema.Type != "object" {
 			h.logger.Warn("entity left out of the MCP tools: its input schema is not an object", "connector", m.ID, "entity", e.Name)
 			continue

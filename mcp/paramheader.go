@@ -25,7 +25,7 @@ const paramHeader = "Mcp-Param-" + registry.DescribeTargetHeader
 // vendor APIs) yields no annotations and nothing is checked. Our tools
 // declare exactly one annotated argument, so the check is done here, for
 // both the fast path and the SDK path.
-func checkParamHeader(r *http.Request, env *envelope, api *registry.API) string {
+func checkParamHeader(r *http.Request, env *envelope, api *registry.Spec) string {
 	if api == nil || env.method != "tools/call" || r.Header.Get(headerVersion) != versionStateless || len(env.params) == 0 || env.params[0] != '{' {
 		return ""
 	}

@@ -217,7 +217,9 @@ func TestStrictCheckIsLinear(t *testing.T) {
 		return best
 	}
 	small, large := cost(10_000), cost(80_000)
-	if ratio := float64(large) / float64(small); ratio > 24 {
+	// Linear is 8; quadratic is 64. The bound leaves room for a loaded
+	// machine while still failing the quadratic check.
+	if ratio := float64(large) / float64(small); ratio > 32 {
 		t.Errorf("10k members: %v, 80k members: %v: ratio %.1f, want about 8 (linear)", small, large, ratio)
 	}
 	body := argumentsBody(40_000)

@@ -29,19 +29,19 @@ import (
 // cannot be compiled are left out and listed in API.Problems; only a
 // description that cannot be loaded at all, or a malformed mapping, is an
 // error. Compile is a registry.Compiler.
-func Compile(spec []byte, mapping []byte) (*registry.API, error) {
+func Compile(spec []byte, mapping []byte) (*registry.Spec, error) {
 	r, err := Analyze(spec, mapping)
 	if err != nil {
 		return nil, err
 	}
-	return r.API, nil
+	return r.Spec, nil
 }
 
 // Result is a compiled description with what a connector author needs to
 // know about it.
 type Result struct {
-	// API is the compiled registry.
-	API *registry.API
+	// Spec is the compiled registry.
+	Spec *registry.Spec
 	// Doc is the loaded description (Swagger 2.0 converted to OpenAPI 3).
 	Doc *openapi3.T
 	// Mapping is the entity mapping the registry was built with: the one
@@ -94,7 +94,7 @@ func Analyze(spec []byte, mapping []byte) (*Result, error) {
 		}
 	}
 	api := registry.NewAPI(title, c.servers, entities, problems)
-	out := &Result{API: api, Doc: doc, Mapping: chosen}
+	out := &Result{Spec: api, Doc: doc, Mapping: chosen}
 	for _, f := range c.findings {
 		out.Findings = append(out.Findings, f.Finding)
 	}

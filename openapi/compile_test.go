@@ -17,7 +17,7 @@ import (
 
 const longID = "plantAVeryLongTreeOperationNameThatGoesOnAndOnWellPastTheSixtyFourCharacterLimitOfTools1plantAVeryLo"
 
-func compileWidgets(t *testing.T, mapping []byte) *registry.API {
+func compileWidgets(t *testing.T, mapping []byte) *registry.Spec {
 	t.Helper()
 	spec, err := os.ReadFile("testdata/widgets.yaml")
 	if err != nil {

@@ -116,14 +116,14 @@ func TestVendorFidelityThroughMCP(t *testing.T) {
 			t.Parallel()
 			c := compileSpec(t, file)
 			cat, conn := catalogOf(t, c, file)
-			if got, want := string(conn.API.ToolsJSON()), string(c.result.API.ToolsJSON()); got != want {
+			if got, want := string(conn.Spec.ToolsJSON()), string(c.result.Spec.ToolsJSON()); got != want {
 				t.Errorf("the generated package (with its mapping) compiles to other tools than the description alone")
 			}
 			var sess *sdk.ClientSession
 			o := exercise(t, c, func(v *validator, cl call, baseURL string) error {
 				if sess == nil {
 					sess = mcpSession(t, cat, conn, baseURL)
-					checkToolsList(t, sess, conn.API)
+					checkToolsList(t, sess, conn.Spec)
 				}
 				if cl.ownServer {
 					// The gateway would send it to the vendor's own host:
@@ -152,7 +152,7 @@ func TestVendorFidelityThroughMCP(t *testing.T) {
 
 // checkToolsList checks what the agent sees: one tool per entity, within
 // the budget, and each action's parameters one describe call away.
-func checkToolsList(t *testing.T, sess *sdk.ClientSession, api *registry.API) {
+func checkToolsList(t *testing.T, sess *sdk.ClientSession, api *registry.Spec) {
 	t.Helper()
 	ctx := context.Background()
 	list, err := sess.ListTools(ctx, nil)

@@ -148,7 +148,7 @@ var errSkip = errors.New("skipped")
 
 // calls lists every action of the API with synthesised arguments: every
 // parameter and every top-level body property the synthesiser can satisfy.
-func calls(api *registry.API) []call {
+func calls(api *registry.Spec) []call {
 	var out []call
 	for _, e := range api.Entities {
 		for _, a := range e.Actions {
@@ -162,18 +162,6 @@ func calls(api *registry.API) []call {
 		}
 	}
 	return out
-}
-
-func isArray(s *jsonschema.Schema) bool {
-	return s.Type == "array" || slices.Contains(s.Types, "array")
-}
-
-func scalarSchema(s *jsonschema.Schema) bool {
-	switch s.Type {
-	case "string", "integer", "number", "boolean":
-		return true
-	}
-	return false
 }
 
 // validator is the upstream: it validates each request against the
@@ -302,7 +290,7 @@ func (bearer) Apply(r *http.Request) error {
 
 // serverPath is the path of the API's first server ("/v1"), the prefix of
 // every request path.
-func serverPath(api *registry.API) string {
+func serverPath(api *registry.Spec) string {
 	if len(api.Servers) == 0 {
 		return ""
 	}
@@ -340,7 +328,7 @@ func (o outcome) valid() int { return o.total - len(o.failures) }
 // exercise calls every operation of the description through send and
 // validates what the upstream receives.
 func exercise(t *testing.T, c *compiled, send func(v *validator, c call, baseURL string) error) outcome {
-	api := c.result.API
+	api := c.result.Spec
 	v := &validator{doc: c.result.Doc}
 	srv := httptest.NewServer(v)
 	defer srv.Close()

@@ -44,7 +44,7 @@ func schemaJSON(t *testing.T, v any) string {
 func TestKitchenLoading(t *testing.T) {
 	t.Parallel()
 	r := analyzeFile(t, "testdata/kitchen.yaml")
-	api := r.API
+	api := r.Spec
 	checkAPI(t, api)
 	if !slices.Equal(api.Servers, []string{"https://eu.kitchen.example.test/v2"}) {
 		t.Errorf("servers %v: variables not substituted by their defaults", api.Servers)
@@ -122,7 +122,7 @@ func TestKitchenLoading(t *testing.T) {
 
 	// Stable: a second compilation gives the same tools and mapping.
 	again := analyzeFile(t, "testdata/kitchen.yaml")
-	if !bytes.Equal(again.API.ToolsJSON(), api.ToolsJSON()) || schemaJSON(t, again.Mapping) != schemaJSON(t, r.Mapping) {
+	if !bytes.Equal(again.Spec.ToolsJSON(), api.ToolsJSON()) || schemaJSON(t, again.Mapping) != schemaJSON(t, r.Mapping) {
 		t.Error("compilation is not deterministic")
 	}
 }
@@ -130,7 +130,7 @@ func TestKitchenLoading(t *testing.T) {
 // TestKitchenRequests checks the wire format of compiled operations (§3).
 func TestKitchenRequests(t *testing.T) {
 	t.Parallel()
-	api := analyzeFile(t, "testdata/kitchen.yaml").API
+	api := analyzeFile(t, "testdata/kitchen.yaml").Spec
 	tests := []struct {
 		id    string
 		args  string
@@ -231,15 +231,15 @@ func TestKitchenRequests(t *testing.T) {
 func TestSwagger2Normalised(t *testing.T) {
 	t.Parallel()
 	r := analyzeFile(t, "testdata/swagger2.json")
-	checkAPI(t, r.API)
-	if !slices.Equal(r.API.Servers, []string{"https://chatter.example.test/api"}) {
-		t.Errorf("servers %v", r.API.Servers)
+	checkAPI(t, r.Spec)
+	if !slices.Equal(r.Spec.Servers, []string{"https://chatter.example.test/api"}) {
+		t.Errorf("servers %v", r.Spec.Servers)
 	}
-	post, ok := r.API.Operation("chat.postMessage")
+	post, ok := r.Spec.Operation("chat.postMessage")
 	if !ok || post.Body == nil || post.Body.ContentType != "application/x-www-form-urlencoded" || !slices.Equal(post.Body.Schema.Required, []string{"channel"}) {
 		t.Fatalf("chat.postMessage %+v", post)
 	}
-	if up, _ := r.API.Operation("files.upload"); up == nil || up.Body == nil || up.Body.ContentType != "multipart/form-data" || up.Body.Schema.Properties["file"].Format != "binary" {
+	if up, _ := r.Spec.Operation("files.upload"); up == nil || up.Body == nil || up.Body.ContentType != "multipart/form-data" || up.Body.Schema.Properties["file"].Format != "binary" {
 		t.Errorf("files.upload %+v", up)
 	}
 	norm := normaliseSwagger2(map[string]any{
@@ -311,7 +311,8 @@ func TestContextBudget(t *testing.T) {
 	if n := api.ToolsListSize(); n > ToolsBudget {
 		t.Errorf("tools/list of %d bytes, over %d", n, ToolsBudget)
 	}
-	if !json.Valid(api.ToolsJSON()) || &api.ToolsJSON()[0] != &api.ToolsJSON()[0] {
+	first, again := api.ToolsJSON(), api.ToolsJSON()
+	if !json.Valid(first) || &first[0] != &again[0] {
 		t.Error("ToolsJSON is not valid JSON or not cached")
 	}
 	reached := map[string]bool{}
@@ -437,7 +438,7 @@ func TestGenerate(t *testing.T) {
 		t.Errorf("Package.Lint = %v, LintPackage of the written files = %v", fast, written)
 	}
 	again, err := Compile(spec, p1.Files[MappingFile])
-	if err != nil || !bytes.Equal(again.ToolsJSON(), p1.Result.API.ToolsJSON()) {
+	if err != nil || !bytes.Equal(again.ToolsJSON(), p1.Result.Spec.ToolsJSON()) {
 		t.Errorf("compiling with the written mapping gives other tools: %v", err)
 	}
 

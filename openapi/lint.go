@@ -110,10 +110,10 @@ func lintPackage(fsys fs.FS, compiled *Result, folder string) []Finding {
 		}
 		out = append(out, f)
 	}
-	out = append(out, LintAPI(r.API)...)
+	out = append(out, LintAPI(r.Spec)...)
 	if m.Mapping != "" {
 		used := map[*registry.Operation]bool{}
-		for _, e := range r.API.Entities {
+		for _, e := range r.Spec.Entities {
 			for _, a := range e.Actions {
 				used[a.Op] = true
 			}
@@ -142,7 +142,7 @@ func countOperations(r *Result) int {
 // schemas (object root, no $ref, items on every array, no duplicate
 // required entries, bounded descriptions, resolvable as JSON Schema
 // 2020-12) for every tool and every action, and the context budget.
-func LintAPI(api *registry.API) []Finding {
+func LintAPI(api *registry.Spec) []Finding {
 	var out []Finding
 	for _, e := range api.Entities {
 		where := "tools['" + e.Name + "']"

@@ -73,7 +73,7 @@ func checkSchema(t *testing.T, where string, s *jsonschema.Schema) {
 	walk("", v)
 }
 
-func checkAPI(t *testing.T, api *registry.API) {
+func checkAPI(t *testing.T, api *registry.Spec) {
 	t.Helper()
 	names := map[string]bool{}
 	for _, e := range api.Entities {
@@ -130,7 +130,7 @@ func TestCompileVendorSpecs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Compile: %v", err)
 			}
-			api := r.API
+			api := r.Spec
 			elapsed := time.Since(start)
 			checkAPI(t, api)
 			for _, f := range LintAPI(api) {

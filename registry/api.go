@@ -18,8 +18,8 @@ import (
 // Entities are sorted by name and actions by name. An operation whose
 // schema cannot be resolved stays in the registry; its Validate reports
 // the problem and it is listed in Problems.
-func NewAPI(title string, servers []string, entities []*Entity, problems []string) *API {
-	a := &API{
+func NewAPI(title string, servers []string, entities []*Entity, problems []string) *Spec {
+	a := &Spec{
 		Title:    title,
 		Servers:  servers,
 		Entities: slices.Clone(entities),
@@ -63,14 +63,14 @@ func NewAPI(title string, servers []string, entities []*Entity, problems []strin
 }
 
 // Entity returns the entity with the given name.
-func (a *API) Entity(name string) (*Entity, bool) {
+func (a *Spec) Entity(name string) (*Entity, bool) {
 	e, ok := a.entities[name]
 	return e, ok
 }
 
 // Operation returns the operation with the given tool-safe Name or
 // original operationId.
-func (a *API) Operation(idOrName string) (*Operation, bool) {
+func (a *Spec) Operation(idOrName string) (*Operation, bool) {
 	op, ok := a.ops[idOrName]
 	return op, ok
 }
@@ -279,7 +279,7 @@ type Tool struct {
 }
 
 // Tools returns one Tool per entity, in entity order.
-func (a *API) Tools() []Tool {
+func (a *Spec) Tools() []Tool {
 	out := make([]Tool, 0, len(a.Entities))
 	for _, e := range a.Entities {
 		out = append(out, Tool{Name: e.Name, Description: e.Description, InputSchema: e.InputSchema, OutputSchema: e.OutputSchema, Annotations: e.Annotations.MCP()})
@@ -295,7 +295,7 @@ func (a *API) Tools() []Tool {
 // the connector and protocol version, recorded once (mcp/fastpath.go) and
 // a few dozen bytes larger per tool. The caller must not modify the
 // returned bytes.
-func (a *API) ToolsJSON() []byte {
+func (a *Spec) ToolsJSON() []byte {
 	a.toolsOnce.Do(func() {
 		b, err := json.Marshal(struct {
 			Tools []Tool `json:"tools"`
@@ -312,7 +312,7 @@ func (a *API) ToolsJSON() []byte {
 
 // ToolsListSize is the size in bytes of ToolsJSON: about what tools/list
 // sends a client, without the SDK's per-tool additions.
-func (a *API) ToolsListSize() int { return len(a.ToolsJSON()) }
+func (a *Spec) ToolsListSize() int { return len(a.ToolsJSON()) }
 
 // actionDoc is the DescribeAction answer for one action.
 type actionDoc struct {

@@ -76,7 +76,7 @@ type AuthSummary struct {
 // Compiler compiles a connector's OpenAPI description and optional entity
 // mapping (nil when the connector has none) into a registry. The openapi
 // package's Compile is the production Compiler.
-type Compiler func(spec []byte, mapping []byte) (*API, error)
+type Compiler func(spec []byte, mapping []byte) (*Spec, error)
 
 // Catalog is a loaded catalog: the connectors whose packages verified
 // against the index, and the problems of those that did not. It is safe
@@ -362,7 +362,7 @@ func loadConnector(fsys fs.FS, e IndexEntry, compile Compiler) (*Connector, erro
 		if api == nil {
 			return nil, refuse(e.ID, "connector_invalid", "compiling %s: no registry", m.OpenAPI)
 		}
-		conn.API = api
+		conn.Spec = api
 	}
 	return conn, nil
 }

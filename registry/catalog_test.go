@@ -152,12 +152,12 @@ func TestLoadCatalog(t *testing.T) {
 	if got := string(c.Files["icons/small.svg"]); !strings.Contains(got, "<svg") {
 		t.Errorf("Files[icons/small.svg] = %q", got)
 	}
-	if c.API == nil {
+	if c.Spec == nil {
 		t.Fatal("API is nil")
 	}
-	e, ok := c.API.Entity("notes")
+	e, ok := c.Spec.Entity("notes")
 	if !ok {
-		t.Fatalf("entity notes missing; entities = %v", c.API.Entities)
+		t.Fatalf("entity notes missing; entities = %v", c.Spec.Entities)
 	}
 	if _, ok := e.Action("get"); !ok {
 		t.Error("action notes.get missing")

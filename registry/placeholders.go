@@ -114,21 +114,6 @@ func validPlaceholderName(name string) bool {
 	return true
 }
 
-// validEnvName reports whether name is a non-empty UPPER_SNAKE_CASE
-// identifier: A-Z, 0-9 and _, starting with a letter.
-func validEnvName(name string) bool {
-	if name == "" || name[0] < 'A' || name[0] > 'Z' {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
 // Expand substitutes the {ENV:NAME} and {SECRET:NAME} placeholders of tmpl
 // (a URL, a header value, an mcp_config.env value, a verify command
 // argument) from an instance's fields. {ENV:NAME} becomes the field's value

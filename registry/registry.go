@@ -10,8 +10,8 @@ import (
 // Connector is a loaded, verified connector package.
 type Connector struct {
 	Manifest Manifest
-	// API is the compiled registry (type openapi); nil for other types.
-	API *API
+	// Spec is the compiled registry (type openapi); nil for other types.
+	Spec *Spec
 	// Guide is the agent-facing usage guide, if the package has one.
 	Guide string
 	// Files holds the bytes of the package's verified files by path, for
@@ -19,10 +19,10 @@ type Connector struct {
 	Files map[string][]byte
 }
 
-// API is the entity -> action -> operation registry compiled from one
+// Spec is the entity -> action -> operation registry compiled from one
 // OpenAPI description. It is immutable once compiled and safe for
 // concurrent use.
-type API struct {
+type Spec struct {
 	Title string
 	// Servers are the description's server URLs, variables substituted
 	// with their defaults.

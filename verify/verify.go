@@ -129,7 +129,7 @@ func (vf *Verifier) verifyProbe(ctx context.Context, c tenants.Candidate) tenant
 		return tenants.Verification{Kind: "probe", Message: fmt.Sprintf(
 			"not verified: auth mode %s obtains its token after saving; test the instance once it is saved", mode)}
 	}
-	if c.Connector.API == nil {
+	if c.Connector.Spec == nil {
 		return tenants.Verification{Kind: "probe", Message: "not verified: probes apply to openapi connectors only"}
 	}
 	t := &gateway.Target{Tenant: c.Tenant, Instance: c.Instance, Connector: c.Connector}

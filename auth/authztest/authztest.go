@@ -79,7 +79,6 @@ type Server struct {
 	issuers  map[string]Issuer
 	jwtToks  map[string]jwtToken
 	usedJTIs map[string]bool
-	denyAll  bool
 }
 
 type jwtToken struct {

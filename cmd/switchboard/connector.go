@@ -102,7 +102,7 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 			return fmt.Errorf("connector generate: %w", err)
 		}
 	}
-	api := pkg.Result.API
+	api := pkg.Result.Spec
 	ops := 0
 	for _, e := range api.Entities {
 		ops += len(e.Actions)

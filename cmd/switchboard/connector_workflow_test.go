@@ -140,7 +140,7 @@ func TestREADMEConnectorWorkflow(t *testing.T) {
 		t.Fatalf("the generated catalog has problems: %v", p)
 	}
 	conn, ok := cat.Connector("vendor")
-	if !ok || conn.API == nil || len(conn.API.Entities) == 0 {
+	if !ok || conn.Spec == nil || len(conn.Spec.Entities) == 0 {
 		t.Fatal("the generated connector did not load with its tools")
 	}
 
