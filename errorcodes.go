@@ -146,6 +146,8 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_expiry":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"role_required":        {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
 	"api_keys_unavailable": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
+	"members_unavailable":  {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
+	"invalid_grants":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
 	// Tenants, instances, callers (admin API).
 	"tenant_not_found":      {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
@@ -189,7 +191,6 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_session":      {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"session_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"csrf_failed":          {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
-	"members_unavailable":  {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 
 	// Catalog, connector packages and configuration (start-up and CLI).
 	"connector_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},

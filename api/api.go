@@ -65,6 +65,14 @@ type Config struct {
 	Members *members.Store
 	// PublicURL is the base of the sign-in links the API returns.
 	PublicURL string
+	// Session returns the signed-in member's session of a request that
+	// the sign-in middleware admitted with a session cookie; nil admits
+	// bearer credentials only.
+	Session func(context.Context) (members.Session, bool)
+	// SessionCookies is the sign-in middleware that admits /v1 requests
+	// made with a session cookie (signin.Handler.Authenticate: the cookie,
+	// its CSRF token, rotation); nil admits bearer credentials only.
+	SessionCookies echo.MiddlewareFunc
 }
 
 // Server is the admin API.
@@ -93,7 +101,11 @@ func New(cfg Config) *Server {
 	e.GET("/openapi.json", s.openAPI)
 
 	for _, r := range routes {
-		e.Add(r.method, r.path, r.handler(s), s.authorize(r.need))
+		mw := []echo.MiddlewareFunc{s.authorize(r.need)}
+		if cfg.SessionCookies != nil {
+			mw = append([]echo.MiddlewareFunc{cfg.SessionCookies}, mw...)
+		}
+		e.Add(r.method, r.path, r.handler(s), mw...)
 	}
 	return s
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/logtest"
+	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/server"
@@ -53,6 +54,7 @@ type env struct {
 	t      *testing.T
 	db     *database.DB
 	srv    *httptest.Server
+	server *servertest.Server
 	token  string // operator token
 	logs   *logtest.Buffer
 	mu     sync.Mutex
@@ -68,7 +70,7 @@ func newEnv(t *testing.T, db *database.DB) *env {
 	if err != nil || gen.IsZero() {
 		t.Fatalf("GenerateFirst = %v; want a generated token", err)
 	}
-	e.token, e.srv = gen.Reveal(), srv.HTTP
+	e.token, e.srv, e.server = gen.Reveal(), srv.HTTP, srv
 	return e
 }
 
@@ -97,7 +99,11 @@ func (r response) errCode(t *testing.T) string {
 	return b.Error.Code
 }
 
-// req sends a request; token "" sends none, "-" the operator token.
+// sessionCred marks a credential of req that is a session cookie's token.
+const sessionCred = "session:"
+
+// req sends a request; token "" sends none, "-" the operator token, and
+// one starting with sessionCred the session cookie (with its CSRF token).
 func (e *env) req(method, path, token, contentType string, body io.Reader) response {
 	e.t.Helper()
 	r, err := http.NewRequest(method, e.srv.URL+path, body)
@@ -107,7 +113,10 @@ func (e *env) req(method, path, token, contentType string, body io.Reader) respo
 	if token == "-" {
 		token = e.token
 	}
-	if token != "" {
+	if session, ok := strings.CutPrefix(token, sessionCred); ok {
+		r.AddCookie(&http.Cookie{Name: "sb_session", Value: session})
+		r.Header.Set("X-CSRF-Token", members.CSRFToken(session))
+	} else if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
 	if contentType != "" {

@@ -48,6 +48,9 @@ func (s *Server) createInvitation(c echo.Context) error {
 		return switchboard.E(switchboard.ErrInvalid, "invalid_lifetime", "lifetime_seconds is between 1 and %d (0: 24 hours)",
 			int64(members.MaxInvitationLifetime/time.Second))
 	}
+	if p := principalOf(c); req.Role == members.RoleOwner && p != nil && !p.Operator && !p.Role.AtLeast(members.RoleOwner) {
+		return errOwnerOnly
+	}
 	actor := members.ActorOperator
 	if p := principalOf(c); p != nil && p.Actor != "" {
 		actor = p.Actor

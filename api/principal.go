@@ -60,8 +60,15 @@ var errUnauthorized = switchboard.E(switchboard.ErrUnauthorized, "unauthorized",
 	"a valid credential is required: Authorization: Bearer <operator token or tenant API key>")
 
 // authenticate resolves the request's credential into a principal: a
-// bearer tenant API key (prefix tenants.APIKeyPrefix) or operator token.
+// session the sign-in middleware admitted (a request without an
+// Authorization header), a bearer tenant API key (prefix
+// tenants.APIKeyPrefix) or an operator token.
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (*Principal, error) {
+	if r.Header.Get(echo.HeaderAuthorization) == "" && s.cfg.Session != nil {
+		if sess, ok := s.cfg.Session(ctx); ok {
+			return &Principal{Tenant: sess.Tenant, Role: switchboard.Role(sess.Role), UserID: sess.UserID, Actor: sess.UserID}, nil
+		}
+	}
 	scheme, token, ok := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {

@@ -15,52 +15,57 @@ import (
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/members"
 )
 
 // roleNames are the columns of the route × role table.
-var roleNames = []string{"operator", "admin", "member", "other tenant", "none"}
+var roleNames = []string{"operator", "owner", "admin", "member", "other tenant's owner", "other tenant's admin", "none"}
 
 // roleCase is one /v1 route with a fixed request and the exact status
-// each role gets: operator, acme's admin key, acme's member key (acting
-// as usr_mem), the other tenant's admin key, no credential.
+// each role gets: operator, acme's owner (a session cookie), acme's admin
+// key, acme's member key (acting as usr_mem), the other tenant's owner (a
+// session cookie) and admin key, no credential.
 type roleCase struct {
 	method, path, body string
-	want               [5]int
+	want               [7]int
 }
 
 // roleTable has an entry for every registered /v1 route (keyed by
 // method and echo path); TestRouteRoles fails for a route without one.
 var roleTable = map[string]roleCase{
-	"POST /v1/tenants":                                           {"POST", "/v1/tenants", `{}`, [5]int{400, 403, 403, 403, 401}},
-	"GET /v1/tenants":                                            {"GET", "/v1/tenants", ``, [5]int{200, 403, 403, 403, 401}},
-	"GET /v1/tenants/:tenant":                                    {"GET", "/v1/tenants/acme", ``, [5]int{200, 200, 200, 404, 401}},
-	"GET /v1/connectors":                                         {"GET", "/v1/connectors", ``, [5]int{200, 200, 200, 200, 401}},
-	"GET /v1/connectors/:connector":                              {"GET", "/v1/connectors/github", ``, [5]int{200, 200, 200, 200, 401}},
-	"GET /v1/connectors/:connector/icons/:size":                  {"GET", "/v1/connectors/github/icons/small", ``, [5]int{200, 200, 200, 200, 401}},
-	"PUT /v1/tenants/:tenant/instances/:instance":                {"PUT", "/v1/tenants/acme/instances/gh", `{}`, [5]int{400, 400, 403, 404, 401}},
-	"PATCH /v1/tenants/:tenant/instances/:instance":              {"PATCH", "/v1/tenants/acme/instances/gh", `{"agents":["agent-1"]}`, [5]int{200, 200, 403, 404, 401}},
-	"GET /v1/tenants/:tenant/instances":                          {"GET", "/v1/tenants/acme/instances", ``, [5]int{200, 200, 200, 404, 401}},
-	"GET /v1/tenants/:tenant/instances/:instance":                {"GET", "/v1/tenants/acme/instances/gh", ``, [5]int{200, 200, 200, 404, 401}},
-	"DELETE /v1/tenants/:tenant/instances/:instance":             {"DELETE", "/v1/tenants/acme/instances/nope", ``, [5]int{404, 404, 403, 404, 401}},
-	"POST /v1/tenants/:tenant/instances/:instance/test":          {"POST", "/v1/tenants/acme/instances/nope/test", ``, [5]int{404, 404, 403, 404, 401}},
-	"GET /v1/tenants/:tenant/instances/:instance/grant":          {"GET", "/v1/tenants/acme/instances/gh/grant", ``, [5]int{400, 400, 400, 404, 401}},
-	"POST /v1/tenants/:tenant/instances/:instance/grant/connect": {"POST", "/v1/tenants/acme/instances/gh/grant/connect", ``, [5]int{400, 400, 400, 404, 401}},
-	"DELETE /v1/tenants/:tenant/instances/:instance/grant":       {"DELETE", "/v1/tenants/acme/instances/gh/grant", ``, [5]int{400, 400, 400, 404, 401}},
-	"POST /v1/tenants/:tenant/callers":                           {"POST", "/v1/tenants/acme/callers", `{}`, [5]int{400, 400, 403, 404, 401}},
-	"GET /v1/tenants/:tenant/callers":                            {"GET", "/v1/tenants/acme/callers", ``, [5]int{200, 200, 403, 404, 401}},
-	"DELETE /v1/tenants/:tenant/callers/:caller":                 {"DELETE", "/v1/tenants/acme/callers/cal_nope", ``, [5]int{404, 404, 403, 404, 401}},
-	"POST /v1/tenants/:tenant/api-keys":                          {"POST", "/v1/tenants/acme/api-keys", `{}`, [5]int{400, 400, 403, 404, 401}},
-	"GET /v1/tenants/:tenant/api-keys":                           {"GET", "/v1/tenants/acme/api-keys", ``, [5]int{200, 200, 403, 404, 401}},
-	"DELETE /v1/tenants/:tenant/api-keys/:key":                   {"DELETE", "/v1/tenants/acme/api-keys/key_nope", ``, [5]int{404, 404, 403, 404, 401}},
-	"POST /v1/tenants/:tenant/invitations":                       {"POST", "/v1/tenants/acme/invitations", `{}`, [5]int{400, 403, 403, 404, 401}},
-	"GET /v1/tenants/:tenant/audit":                              {"GET", "/v1/tenants/acme/audit", ``, [5]int{200, 200, 200, 404, 401}},
-	"PUT /v1/providers/:provider":                                {"PUT", "/v1/providers/nope", `{}`, [5]int{400, 403, 403, 403, 401}},
-	"GET /v1/providers":                                          {"GET", "/v1/providers", ``, [5]int{200, 403, 403, 403, 401}},
-	"GET /v1/providers/:provider":                                {"GET", "/v1/providers/nope", ``, [5]int{404, 403, 403, 403, 401}},
-	"DELETE /v1/providers/:provider":                             {"DELETE", "/v1/providers/nope", ``, [5]int{404, 403, 403, 403, 401}},
-	"POST /v1/operator-tokens":                                   {"POST", "/v1/operator-tokens", `{}`, [5]int{400, 403, 403, 403, 401}},
-	"GET /v1/operator-tokens":                                    {"GET", "/v1/operator-tokens", ``, [5]int{200, 403, 403, 403, 401}},
-	"DELETE /v1/operator-tokens/:token":                          {"DELETE", "/v1/operator-tokens/opt_nope", ``, [5]int{404, 403, 403, 403, 401}},
+	"POST /v1/tenants":                                           {"POST", "/v1/tenants", `{}`, [7]int{400, 403, 403, 403, 403, 403, 401}},
+	"GET /v1/tenants":                                            {"GET", "/v1/tenants", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
+	"GET /v1/tenants/:tenant":                                    {"GET", "/v1/tenants/acme", ``, [7]int{200, 200, 200, 200, 404, 404, 401}},
+	"GET /v1/connectors":                                         {"GET", "/v1/connectors", ``, [7]int{200, 200, 200, 200, 200, 200, 401}},
+	"GET /v1/connectors/:connector":                              {"GET", "/v1/connectors/github", ``, [7]int{200, 200, 200, 200, 200, 200, 401}},
+	"GET /v1/connectors/:connector/icons/:size":                  {"GET", "/v1/connectors/github/icons/small", ``, [7]int{200, 200, 200, 200, 200, 200, 401}},
+	"PUT /v1/tenants/:tenant/instances/:instance":                {"PUT", "/v1/tenants/acme/instances/gh", `{}`, [7]int{400, 400, 400, 403, 404, 404, 401}},
+	"PATCH /v1/tenants/:tenant/instances/:instance":              {"PATCH", "/v1/tenants/acme/instances/gh", `{"agents":["agent-1"]}`, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/instances":                          {"GET", "/v1/tenants/acme/instances", ``, [7]int{200, 200, 200, 200, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/instances/:instance":                {"GET", "/v1/tenants/acme/instances/gh", ``, [7]int{200, 200, 200, 200, 404, 404, 401}},
+	"DELETE /v1/tenants/:tenant/instances/:instance":             {"DELETE", "/v1/tenants/acme/instances/nope", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
+	"POST /v1/tenants/:tenant/instances/:instance/test":          {"POST", "/v1/tenants/acme/instances/nope/test", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/instances/:instance/grant":          {"GET", "/v1/tenants/acme/instances/gh/grant", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
+	"POST /v1/tenants/:tenant/instances/:instance/grant/connect": {"POST", "/v1/tenants/acme/instances/gh/grant/connect", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
+	"DELETE /v1/tenants/:tenant/instances/:instance/grant":       {"DELETE", "/v1/tenants/acme/instances/gh/grant", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
+	"POST /v1/tenants/:tenant/callers":                           {"POST", "/v1/tenants/acme/callers", `{}`, [7]int{400, 400, 400, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/callers":                            {"GET", "/v1/tenants/acme/callers", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"DELETE /v1/tenants/:tenant/callers/:caller":                 {"DELETE", "/v1/tenants/acme/callers/cal_nope", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
+	"POST /v1/tenants/:tenant/api-keys":                          {"POST", "/v1/tenants/acme/api-keys", `{}`, [7]int{400, 400, 400, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/api-keys":                           {"GET", "/v1/tenants/acme/api-keys", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"DELETE /v1/tenants/:tenant/api-keys/:key":                   {"DELETE", "/v1/tenants/acme/api-keys/key_nope", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
+	"POST /v1/tenants/:tenant/invitations":                       {"POST", "/v1/tenants/acme/invitations", `{}`, [7]int{400, 400, 400, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/members":                            {"GET", "/v1/tenants/acme/members", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"PATCH /v1/tenants/:tenant/members/:user":                    {"PATCH", "/v1/tenants/acme/members/usr_nope", `{"role":"admin"}`, [7]int{404, 404, 403, 403, 404, 404, 401}},
+	"DELETE /v1/tenants/:tenant/members/:user":                   {"DELETE", "/v1/tenants/acme/members/usr_nope", ``, [7]int{404, 404, 403, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/audit":                              {"GET", "/v1/tenants/acme/audit", ``, [7]int{200, 200, 200, 200, 404, 404, 401}},
+	"PUT /v1/providers/:provider":                                {"PUT", "/v1/providers/nope", `{}`, [7]int{400, 403, 403, 403, 403, 403, 401}},
+	"GET /v1/providers":                                          {"GET", "/v1/providers", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
+	"GET /v1/providers/:provider":                                {"GET", "/v1/providers/nope", ``, [7]int{404, 403, 403, 403, 403, 403, 401}},
+	"DELETE /v1/providers/:provider":                             {"DELETE", "/v1/providers/nope", ``, [7]int{404, 403, 403, 403, 403, 403, 401}},
+	"POST /v1/operator-tokens":                                   {"POST", "/v1/operator-tokens", `{}`, [7]int{400, 403, 403, 403, 403, 403, 401}},
+	"GET /v1/operator-tokens":                                    {"GET", "/v1/operator-tokens", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
+	"DELETE /v1/operator-tokens/:token":                          {"DELETE", "/v1/operator-tokens/opt_nope", ``, [7]int{404, 403, 403, 403, 403, 403, 401}},
 }
 
 // createKey creates a tenant API key with the operator token and returns
@@ -85,12 +90,34 @@ func roleEnv(t *testing.T, db *database.DB) (*env, []string) {
 		`{"connector_id":"github","auth_mode":"apiKey","fields":{"GITHUB_TOKEN":"`+canary+`"},"agents":["agent-1"]}`), 201)
 	creds := []string{
 		e.token,
+		e.ownerSession("acme"),
 		e.createKey("acme", `{"name":"terraform","role":"admin"}`),
 		e.createKey("acme", `{"name":"mine","role":"member","user_id":"usr_mem"}`),
+		e.ownerSession("other"),
 		e.createKey("other", `{"name":"theirs","role":"admin"}`),
 		"",
 	}
 	return e, creds
+}
+
+// ownerSession adds an owner to tenant, signs them in, and returns the
+// session as a credential for req ("session:" and the cookie's token).
+func (e *env) ownerSession(tenant string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	t, err := e.server.Tenants().Tenant(ctx, tenant)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := e.server.Members().AddMember(ctx, members.ActorOperator, t.ID, "owner@"+tenant+".example", members.RoleOwner)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, token, err := e.server.Members().CreateSession(ctx, t.ID, m.UserID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sessionCred + token.Reveal()
 }
 
 // TestRouteRoles calls every /v1 route with every role and checks the
@@ -132,7 +159,7 @@ func TestRouteRoles(t *testing.T) {
 					switch {
 					case res.status == http.StatusForbidden && code != "role_required":
 						t.Errorf("%s as %s: 403 %s, want role_required", name, roleNames[i], code)
-					case roleNames[i] == "other tenant" && strings.HasPrefix(name, "GET /v1/tenants/:tenant") && code != "tenant_not_found":
+					case strings.HasPrefix(roleNames[i], "other tenant") && strings.HasPrefix(name, "GET /v1/tenants/:tenant") && code != "tenant_not_found":
 						t.Errorf("%s as %s: %s, want tenant_not_found", name, roleNames[i], code)
 					}
 				}
@@ -150,7 +177,7 @@ func TestTenantPrincipals(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		e, creds := roleEnv(t, db)
-		op, admin, member, other := creds[0], creds[1], creds[2], creds[3]
+		op, admin, member, other := creds[0], creds[2], creds[3], creds[5]
 		get := func(path, cred string, want int) response {
 			t.Helper()
 			return e.expect(e.req("GET", path, cred, "", nil), want)
@@ -188,7 +215,7 @@ func TestTenantPrincipals(t *testing.T) {
 		if n := count("/v1/tenants/acme/audit", member); n != 1 {
 			t.Errorf("member sees %d audit rows, want their 1", n)
 		}
-		if n := count("/v1/tenants/acme/audit", admin); n != 2 {
+		if n := count("/v1/tenants/acme/audit?instance=gh", admin); n != 2 {
 			t.Errorf("admin sees %d audit rows, want 2", n)
 		}
 		if n := count("/v1/tenants/acme/audit?user_id=usr_else", admin); n != 1 {
@@ -237,6 +264,78 @@ func TestTenantPrincipals(t *testing.T) {
 			if strings.Contains(e.logs.String(), key) {
 				t.Errorf("the logs hold a credential")
 			}
+		}
+	})
+}
+
+// TestMemberRoutes changes a member's role and removes members through
+// the API: the last owner is kept, a bad role or grants option is refused,
+// and a removed member's keys are revoked.
+func TestMemberRoutes(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		e, creds := roleEnv(t, db)
+		ctx := context.Background()
+		acme, err := e.server.Tenants().Tenant(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner, err := e.server.Members().AddMember(ctx, members.ActorOperator, acme.ID, "own@example.com", members.RoleOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ann, err := e.server.Members().AddMember(ctx, members.ActorOperator, acme.ID, "ann@example.com", members.RoleMember)
+		if err != nil {
+			t.Fatal(err)
+		}
+		annKey := e.createKey("acme", `{"name":"ann","role":"member","user_id":"`+ann.UserID+`"}`)
+		if l := e.expect(e.req("GET", "/v1/tenants/acme/members", creds[2], "", nil), 200).json(t)["members"].([]any); len(l) != 3 {
+			t.Fatalf("members = %v", l)
+		}
+		// Admins invite, but only owners (and the operator) invite owners.
+		invite := func(cred, role string, want int) response {
+			t.Helper()
+			return e.expect(e.req("POST", "/v1/tenants/acme/invitations", cred, "application/json",
+				strings.NewReader(`{"email":"new-`+role+`@example.com","role":"`+role+`"}`)), want)
+		}
+		if c := invite(creds[2], "owner", 403).errCode(t); c != "role_required" {
+			t.Errorf("admin inviting an owner: %s", c)
+		}
+		invite(creds[2], "admin", 201)
+		invite(creds[1], "owner", 201)
+		// The owner signed in with a cookie changes a role; then, of two
+		// owners, one may be demoted and the last may not.
+		if r := e.expect(e.req("PATCH", "/v1/tenants/acme/members/"+ann.UserID, creds[1], "application/json",
+			strings.NewReader(`{"role":"member"}`)), 200).json(t); r["role"] != "member" {
+			t.Errorf("owner's role change = %v", r)
+		}
+		e.expect(e.do("PATCH", "/v1/tenants/acme/members/"+owner.UserID, `{"role":"member"}`), 200)
+		var sessionOwner string
+		for _, m := range e.expect(e.do("GET", "/v1/tenants/acme/members", ""), 200).json(t)["members"].([]any) {
+			if m := m.(map[string]any); m["email"] == "owner@acme.example" {
+				sessionOwner = m["user_id"].(string)
+			}
+		}
+		if c := e.expect(e.do("PATCH", "/v1/tenants/acme/members/"+sessionOwner, `{"role":"admin"}`), 409).errCode(t); c != "last_owner" {
+			t.Errorf("demoting the last owner: %s", c)
+		}
+		if c := e.expect(e.do("PATCH", "/v1/tenants/acme/members/"+ann.UserID, `{"role":"boss"}`), 400).errCode(t); c != "invalid_role" {
+			t.Errorf("bad role: %s", c)
+		}
+		if r := e.expect(e.do("PATCH", "/v1/tenants/acme/members/"+ann.UserID, `{"role":"admin"}`), 200).json(t); r["role"] != "admin" {
+			t.Errorf("role change = %v", r)
+		}
+		if c := e.expect(e.do("DELETE", "/v1/tenants/acme/members/"+ann.UserID+"?grants=maybe", ""), 400).errCode(t); c != "invalid_grants" {
+			t.Errorf("bad grants option: %s", c)
+		}
+		e.expect(e.req("GET", "/v1/tenants/acme/instances", annKey, "", nil), 200)
+		r := e.expect(e.do("DELETE", "/v1/tenants/acme/members/"+ann.UserID+"?grants=keep", ""), 200).json(t)
+		if r["api_keys_revoked"] != float64(1) || len(r["grants_revoked"].([]any)) != 0 {
+			t.Errorf("removal = %v", r)
+		}
+		e.expect(e.req("GET", "/v1/tenants/acme/instances", annKey, "", nil), 401)
+		if c := e.expect(e.do("DELETE", "/v1/tenants/acme/members/"+sessionOwner, ""), 409).errCode(t); c != "last_owner" {
+			t.Errorf("removing the last owner: %s", c)
 		}
 	})
 }

@@ -27,6 +27,10 @@ const (
 	needOwner
 )
 
+// errOwnerOnly refuses an admin what only owners may do inside an admin
+// route: invite an owner.
+var errOwnerOnly = switchboard.E(switchboard.ErrForbidden, "role_required", "only an owner of the tenant may make someone an owner")
+
 // role is the least tenant role that satisfies n.
 func (n need) role() switchboard.Role {
 	switch n {
@@ -73,7 +77,10 @@ var routes = []route{
 	{"POST", "/v1/tenants/:tenant/api-keys", needAdmin, func(s *Server) echo.HandlerFunc { return s.createAPIKey }},
 	{"GET", "/v1/tenants/:tenant/api-keys", needAdmin, func(s *Server) echo.HandlerFunc { return s.listAPIKeys }},
 	{"DELETE", "/v1/tenants/:tenant/api-keys/:key", needAdmin, func(s *Server) echo.HandlerFunc { return s.revokeAPIKey }},
-	{"POST", "/v1/tenants/:tenant/invitations", needOperator, func(s *Server) echo.HandlerFunc { return s.createInvitation }},
+	{"POST", "/v1/tenants/:tenant/invitations", needAdmin, func(s *Server) echo.HandlerFunc { return s.createInvitation }},
+	{"GET", "/v1/tenants/:tenant/members", needAdmin, func(s *Server) echo.HandlerFunc { return s.listMembers }},
+	{"PATCH", "/v1/tenants/:tenant/members/:user", needOwner, func(s *Server) echo.HandlerFunc { return s.setMemberRole }},
+	{"DELETE", "/v1/tenants/:tenant/members/:user", needOwner, func(s *Server) echo.HandlerFunc { return s.removeMember }},
 	{"GET", "/v1/tenants/:tenant/audit", needSelf, func(s *Server) echo.HandlerFunc { return s.listAudit }},
 	{"PUT", "/v1/providers/:provider", needOperator, func(s *Server) echo.HandlerFunc { return s.putProvider }},
 	{"GET", "/v1/providers", needOperator, func(s *Server) echo.HandlerFunc { return s.listProviders }},

@@ -252,6 +252,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Grants:    connectflow.NewGrants(gw, s.oauth),
 		Members:   s.members,
 		PublicURL: cfg.PublicURL,
+
+		// Members signed in with a session cookie.
+		Session:        signin.SessionOf,
+		SessionCookies: s.signin.Authenticate,
 	})
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
