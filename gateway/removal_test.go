@@ -6,12 +6,14 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/tenants"
@@ -130,4 +132,68 @@ func anyStrings(v any) []string {
 		out = append(out, s.(string))
 	}
 	return out
+}
+
+// TestMemberConnectsOwnGrant has a member connect, check and disconnect
+// their own grant through the admin API with their own credential (no
+// caller, no operator), and be refused another user's.
+func TestMemberConnectsOwnGrant(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		o := setupOAuth(t, db)
+		ctx := context.Background()
+		acme, err := o.s.svc.Tenant(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, key, err := tenants.NewAPIKeys(db).Create(ctx, acme.ID, tenants.APIKeyRequest{Name: "dana", Role: switchboard.RoleMember, UserID: "dana"}, "operator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Dana's browser: her member credential on Switchboard, her login
+		// at the provider.
+		b := o.s.newBrowser(o.as, "dana", key.Reveal())
+		base := o.s.srv.URL + "/v1/tenants/acme/instances/crm/grant"
+		send := func(method, url string) (int, map[string]any) {
+			t.Helper()
+			req, _ := http.NewRequest(method, url, nil)
+			res, err := b.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			raw, _ := io.ReadAll(res.Body)
+			var body map[string]any
+			_ = json.Unmarshal(raw, &body)
+			return res.StatusCode, body
+		}
+		if st, body := send("GET", base); st != 200 || body["connected"] != false {
+			t.Fatalf("status before connecting = %d %v", st, body)
+		}
+		st, flow := send("POST", base+"/connect")
+		if st != 200 || flow["authorize_url"] == nil {
+			t.Fatalf("connect = %d %v", st, flow)
+		}
+		res, err := b.client.Get(flow["authorize_url"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(page), "Connected") {
+			t.Fatalf("callback = %d %s", res.StatusCode, page)
+		}
+		if st, body := send("GET", base); st != 200 || body["connected"] != true || body["user"] != "dana" {
+			t.Fatalf("status after connecting = %d %v", st, body)
+		}
+		if st, body := send("GET", base+"?user_id=erin"); st != 403 {
+			t.Fatalf("a member reading another user's grant: %d %v", st, body)
+		}
+		if st, _ := send("DELETE", base); st != 200 {
+			t.Fatalf("disconnect = %d", st)
+		}
+		if st, body := send("GET", base); st != 200 || body["connected"] != false {
+			t.Fatalf("status after disconnecting = %d %v", st, body)
+		}
+	})
 }
