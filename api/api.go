@@ -69,6 +69,10 @@ type Config struct {
 	// the sign-in middleware admitted with a session cookie; nil admits
 	// bearer credentials only.
 	Session func(context.Context) (members.Session, bool)
+	// AuditLog records the changes made through the API to API keys,
+	// grants and members' access (actor, subject, action); nil records
+	// nothing.
+	AuditLog audit.Recorder
 	// SessionCookies is the sign-in middleware that admits /v1 requests
 	// made with a session cookie (signin.Handler.Authenticate: the cookie,
 	// its CSRF token, rotation); nil admits bearer credentials only.
@@ -118,6 +122,20 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // server assembly mounts every other surface on it, so that one router
 // serves the whole server.
 func (s *Server) Router() *echo.Echo { return s.echo }
+
+// record writes an audit row of a change made by the request's principal
+// in tenant: action on subject (a user id or a key id).
+func (s *Server) record(c echo.Context, tenant switchboard.TenantID, instance, subject, action string) {
+	if s.cfg.AuditLog == nil {
+		return
+	}
+	actor := ""
+	if p := principalOf(c); p != nil {
+		actor = p.Actor
+	}
+	s.cfg.AuditLog.Record(audit.Entry{Tenant: tenant, Instance: instance, Actor: actor, Subject: subject,
+		Tool: "admin", Action: action, Outcome: "ok"})
+}
 
 // logger returns the request's logger, or the configured one.
 func (s *Server) logger(c echo.Context) *slog.Logger {

@@ -39,6 +39,7 @@ func (s *Server) createAPIKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.record(c, t.ID, "", key.ID, "api_key.create:"+string(key.Role))
 	s.logger(c).Info("tenant API key created", "tenant", t.Slug, "key", key.ID, "role", string(key.Role), "actor", principalOf(c).Actor)
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, CreatedAPIKey{APIKey: key, Key: token.Reveal()})
@@ -71,6 +72,7 @@ func (s *Server) revokeAPIKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.record(c, t.ID, "", key.ID, "api_key.revoke")
 	s.logger(c).Info("tenant API key revoked", "tenant", t.Slug, "key", key.ID, "actor", principalOf(c).Actor)
 	return c.JSON(http.StatusOK, key)
 }

@@ -89,6 +89,9 @@ func (s *Server) grantDisconnect(c echo.Context) error {
 	if err := s.cfg.Grants.Disconnect(c.Request().Context(), c.Param("tenant"), c.Param("instance"), user); err != nil {
 		return err
 	}
+	if t, err := s.pathTenant(c); err == nil {
+		s.record(c, t.ID, c.Param("instance"), user, "grant.disconnect")
+	}
 	s.logger(c).Info("oauth grant disconnected", "tenant", c.Param("tenant"), "instance", c.Param("instance"), "actor", principalOf(c).Actor)
 	return c.JSON(http.StatusOK, map[string]any{"connected": false})
 }

@@ -128,8 +128,12 @@ func (s *Server) removeMember(c echo.Context) error {
 				log.Warn("removed member's grant not disconnected", "instance", in.Slug, "err", err.Error())
 				continue
 			}
+			s.record(c, t.ID, in.Slug, user, "grant.disconnect")
 			out.GrantsRevoked = append(out.GrantsRevoked, in.Slug)
 		}
+	}
+	if out.APIKeysRevoked > 0 {
+		s.record(c, t.ID, "", user, "api_key.revoke_member")
 	}
 	log.Info("member removed", "api_keys_revoked", out.APIKeysRevoked, "grants_revoked", len(out.GrantsRevoked))
 	return c.JSON(http.StatusOK, out)

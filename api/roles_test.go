@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -257,6 +258,24 @@ func TestTenantPrincipals(t *testing.T) {
 		}
 		if c := get("/v1/tenants/acme/instances", ciKey, 401).errCode(t); c != "unauthorized" {
 			t.Errorf("revoked key: %s", c)
+		}
+		// Creation and revocation are audited with actor and subject.
+		want := map[string]bool{"api_key.create:member": false, "api_key.revoke": false}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for _, row := range get("/v1/tenants/acme/audit?limit=1000", op, 200).json(t)["entries"].([]any) {
+				r := row.(map[string]any)
+				if _, ok := want[r["action"].(string)]; ok && r["subject"] == ciID && r["actor"] == created["created_by"] {
+					want[r["action"].(string)] = true
+				}
+			}
+			if want["api_key.create:member"] && want["api_key.revoke"] {
+				break
+			}
+		}
+		for action, seen := range want {
+			if !seen {
+				t.Errorf("no audit row %s of the key by its creator", action)
+			}
 		}
 		e.assertNoCanary(canary)
 		// The keys appear in their creation response only, never in logs.

@@ -256,6 +256,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		// Members signed in with a session cookie.
 		Session:        signin.SessionOf,
 		SessionCookies: s.signin.Authenticate,
+		AuditLog:       s.audit,
 	})
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
