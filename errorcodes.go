@@ -191,6 +191,10 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_session":      {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"session_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"csrf_failed":          {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"oidc_not_configured":  {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"oidc_failed":          {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
+	"oidc_unavailable":     {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true},
+	"not_a_member":         {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
 
 	// Catalog, connector packages and configuration (start-up and CLI).
 	"connector_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},

@@ -86,6 +86,11 @@ type Config struct {
 	MCPIssuer      string
 	MCPJWKSURL     string
 	MCPScopes      []string
+	// OIDCIssuers turn on OpenID Connect sign-in for people;
+	// OIDCDomains maps a tenant's slug to the email domains that may
+	// join it by signing in (unlisted tenants are invitation only).
+	OIDCIssuers []signin.OIDCIssuer
+	OIDCDomains map[string][]string
 	// ShutdownTimeout is how long Serve drains in-flight requests.
 	ShutdownTimeout time.Duration
 	// Audit configures the audit writer (memory and spool bounds, what
@@ -215,7 +220,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.members = members.NewStore(db, s.audit, members.Options{Now: cfg.Now})
-	s.signin = signin.New(signin.Config{Members: s.members, PublicURL: cfg.PublicURL, Logger: logger})
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
@@ -239,6 +243,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	tenantSvc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger, Dir: verifyDir}))
 
+	s.signin = signin.New(signin.Config{Members: s.members, PublicURL: cfg.PublicURL, Logger: logger,
+		OIDC: signin.OIDCConfig{Issuers: cfg.OIDCIssuers, Domains: cfg.OIDCDomains, Tenants: tenantSvc, HTTPClient: client}})
 	admin := api.New(api.Config{
 		Tenants:   tenantSvc,
 		Operators: operators,

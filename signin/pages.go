@@ -38,8 +38,13 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, data an
 // logged, its text never shown.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := switchboard.ProblemOf(err)
-	if p.Internal {
+	switch e, typed := switchboard.AsError(err); {
+	case p.Internal:
 		h.log.Error("sign-in", "path", r.URL.Path, "err", err)
+	case typed && e.Err != nil:
+		// The cause (an issuer's refusal, a bad ID token) is for the
+		// operator; the person sees the typed message.
+		h.log.Warn("sign-in refused", "path", r.URL.Path, "code", p.Detail.Code, "err", e.Err)
 	}
 	h.render(w, p.Status, "error", p.Detail)
 }
@@ -63,11 +68,16 @@ func (h *Handler) redeemLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := h.cfg.Members.Redeem(r.Context(), r.PostFormValue("token"))
-	if err != nil {
-		h.fail(w, r, err)
-		return
+	h.signIn(w, r, m, err)
+}
+
+// signIn ends a sign-in: unless err (the failure to find the member) is
+// set, it starts m's session and sends the browser to the status page.
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, m members.Member, err error) {
+	if err == nil {
+		err = h.startSession(w, r, m)
 	}
-	if err := h.startSession(w, r, m); err != nil {
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}

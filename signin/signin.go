@@ -70,6 +70,8 @@ type Config struct {
 	PublicURL string
 	// Logger receives the handler's log lines; nil discards them.
 	Logger *slog.Logger
+	// OIDC, when it names issuers, turns on OpenID Connect sign-in.
+	OIDC OIDCConfig
 }
 
 // Handler serves the sign-in pages and authenticates session cookies.
@@ -79,6 +81,8 @@ type Handler struct {
 	origin string
 	mux    *http.ServeMux
 	log    *slog.Logger
+	// issuers are the OpenID Connect issuers, the default first.
+	issuers []*oidcIssuer
 }
 
 // New builds the sign-in handler.
@@ -98,6 +102,11 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("GET "+Prefix+"{$}", h.status)
 	m.HandleFunc("POST "+SignOutPath, h.signOut)
 	m.HandleFunc("POST "+SignOutEverywherePath, h.signOutEverywhere)
+	m.HandleFunc("GET "+OIDCStartPath, h.oidcStart)
+	m.HandleFunc("GET "+OIDCCallbackPath, h.oidcCallback)
+	for _, i := range cfg.OIDC.Issuers {
+		h.issuers = append(h.issuers, &oidcIssuer{cfg: i})
+	}
 	h.mux = m
 	return h
 }

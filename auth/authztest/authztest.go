@@ -3,7 +3,8 @@
 // code with PKCE (S256 enforced), client credentials, refresh tokens with
 // rotation and reuse detection (presenting a used refresh token revokes
 // the whole family), token revocation (RFC 7009) and the JWT bearer grant
-// (RFC 7523). The JWT bearer grant is implemented here with golang-jwt
+// (RFC 7523), and OpenID Connect sign-in (ID tokens, discovery, JWKS with
+// key rotation; see oidc.go). The JWT bearer grant is implemented here with golang-jwt
 // rather than fosite's handler, whose client-less path does not fit.
 //
 // It counts token requests by grant type, so tests can assert how many
@@ -24,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
@@ -73,12 +75,14 @@ type Server struct {
 	store    *tracking
 	lifespan time.Duration
 
-	mu       sync.Mutex
-	issued   []string
-	counts   map[string]int
-	issuers  map[string]Issuer
-	jwtToks  map[string]jwtToken
-	usedJTIs map[string]bool
+	mu          sync.Mutex
+	issued      []string
+	counts      map[string]int
+	issuers     map[string]Issuer
+	jwtToks     map[string]jwtToken
+	usedJTIs    map[string]bool
+	signingKeys []*jose.JSONWebKey
+	jwksFetches int
 }
 
 type jwtToken struct {
@@ -133,6 +137,9 @@ func New(tb testing.TB, opts Options) *Server {
 	mux.HandleFunc("/authorize", s.authorize)
 	mux.HandleFunc("/token", s.token)
 	mux.HandleFunc("/revoke", s.revoke)
+	mux.HandleFunc("/.well-known/openid-configuration", s.discovery)
+	mux.HandleFunc("/jwks", s.jwks)
+	s.signingKeys = []*jose.JSONWebKey{newSigningKey()}
 	s.Server = httptest.NewServer(mux)
 	tb.Cleanup(s.Close)
 	cfg := &fosite.Config{
@@ -145,14 +152,17 @@ func New(tb testing.TB, opts Options) *Server {
 		RefreshTokenScopes:             []string{},
 		TokenURL:                       s.URL + "/token",
 		SendDebugMessagesToClients:     false,
+		IDTokenIssuer:                  s.URL,
 	}
-	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{CoreStrategy: compose.NewOAuth2HMACStrategy(cfg)},
+	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{CoreStrategy: compose.NewOAuth2HMACStrategy(cfg),
+		OpenIDConnectTokenStrategy: compose.NewOpenIDConnectStrategy(s.signingKey, cfg)},
 		compose.OAuth2AuthorizeExplicitFactory,
 		compose.OAuth2ClientCredentialsGrantFactory,
 		compose.OAuth2RefreshTokenGrantFactory,
 		compose.OAuth2TokenRevocationFactory,
 		compose.OAuth2TokenIntrospectionFactory,
 		compose.OAuth2PKCEFactory,
+		compose.OpenIDConnectExplicitFactory,
 	)
 	for _, c := range opts.Clients {
 		s.AddClient(c)
@@ -254,7 +264,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	for _, sc := range ar.GetRequestedScopes() {
 		ar.GrantScope(sc)
 	}
-	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, &fosite.DefaultSession{Subject: user, Username: user})
+	var session fosite.Session = &fosite.DefaultSession{Subject: user, Username: user}
+	if ar.GetRequestedScopes().Has("openid") {
+		session = s.openIDSession(r, user)
+	}
+	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, session)
 	if err != nil {
 		s.provider.WriteAuthorizeError(ctx, w, ar, err)
 		return

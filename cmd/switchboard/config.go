@@ -65,6 +65,14 @@ type config struct {
 	MCPJWKSURL     string   `json:"mcp_jwks_url"`
 	MCPScopes      []string `json:"mcp_scopes"`
 
+	// OIDCIssuer, OIDCClientID and OIDCClientSecret turn on OpenID
+	// Connect sign-in; OIDCTenantDomains (tenant=domain pairs) let
+	// verified emails of a domain join a tenant by signing in.
+	OIDCIssuer        string         `json:"oidc_issuer"`
+	OIDCClientID      string         `json:"oidc_client_id"`
+	OIDCClientSecret  secrets.Secret `json:"oidc_client_secret"`
+	OIDCTenantDomains []string       `json:"oidc_tenant_domains"`
+
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	// AuditSpoolDir keeps the audit rows the store did not take (default
 	// <data dir>/audit-spool); AuditMemoryRows and AuditSpoolRows bound
@@ -235,6 +243,15 @@ func (c *config) validateServe() []error {
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
 		errs = append(errs, fmt.Errorf("--public-url %q must be an absolute http(s) URL without query or credentials", c.PublicURL))
 	}
+	if (c.OIDCIssuer != "") != (c.OIDCClientID != "") {
+		errs = append(errs, errors.New("OpenID Connect sign-in needs both --oidc-issuer and --oidc-client-id"))
+	}
+	if u, err := url.Parse(c.OIDCIssuer); c.OIDCIssuer != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
+		errs = append(errs, fmt.Errorf("--oidc-issuer %q must be an absolute URL", c.OIDCIssuer))
+	}
+	if _, err := c.oidcDomains(); err != nil {
+		errs = append(errs, err)
+	}
 	if jwtSet := []bool{c.CallerJWTIssuer != "", c.CallerJWTAudience != "", c.CallerJWTKeys != ""}; jwtSet[0] != jwtSet[1] || jwtSet[1] != jwtSet[2] {
 		errs = append(errs, errors.New("caller JWTs need all of --caller-jwt-issuer, --caller-jwt-audience and --caller-jwt-keys"))
 	}
@@ -278,4 +295,19 @@ func (c *config) slogLevel() slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(c.LogLevel))
 	return l
+}
+
+// oidcDomains parses --oidc-tenant-domains into the domains of each
+// tenant slug.
+func (c *config) oidcDomains() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, pair := range c.OIDCTenantDomains {
+		tenant, domain, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		domain = strings.ToLower(strings.TrimSpace(domain))
+		if !ok || strings.TrimSpace(tenant) == "" || domain == "" || strings.ContainsAny(domain, "@/ ") || !strings.Contains(domain, ".") {
+			return nil, fmt.Errorf("--oidc-tenant-domains: %q is not tenant=domain (such as acme=example.com)", pair)
+		}
+		out[strings.TrimSpace(tenant)] = append(out[strings.TrimSpace(tenant)], domain)
+	}
+	return out, nil
 }

@@ -11,11 +11,13 @@ import (
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/server"
+	"github.com/switchboardhq/switchboard/signin"
 )
 
 // serverConfig is the server.Config of the serve settings over the store
 // db.
 func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Config {
+	domains, _ := c.oidcDomains() // validated at start
 	return server.Config{
 		DB:                   db,
 		DataDir:              c.DataDir,
@@ -36,6 +38,8 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 		MCPJWKSURL:           c.MCPJWKSURL,
 		MCPScopes:            c.MCPScopes,
 		ShutdownTimeout:      c.ShutdownTimeout,
+		OIDCIssuers:          c.oidcIssuers(),
+		OIDCDomains:          domains,
 		Audit: audit.WriterOptions{Buffer: c.AuditMemoryRows, SpoolDir: c.AuditSpoolDir,
 			SpoolRows: int64(c.AuditSpoolRows), AtFull: audit.AtFull(c.AuditAtFull)},
 		Logger: logger,
@@ -107,4 +111,12 @@ func migrate(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	}
 	logger.Info("migrations applied", "store", db.Dialect, "applied", ran)
 	return nil
+}
+
+// oidcIssuers is the OpenID Connect issuer of the settings, if any.
+func (c *config) oidcIssuers() []signin.OIDCIssuer {
+	if c.OIDCIssuer == "" {
+		return nil
+	}
+	return []signin.OIDCIssuer{{Name: "default", Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret}}
 }
