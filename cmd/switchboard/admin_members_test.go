@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/url"
 	"strings"
 	"testing"
@@ -91,3 +92,35 @@ type discardRecorder struct{}
 
 func (discardRecorder) Admit() (func(audit.Entry), error) { return func(audit.Entry) {}, nil }
 func (discardRecorder) Record(audit.Entry)                {}
+
+// OpenID Connect settings are checked at start: issuer and client id go
+// together, and tenant domains are tenant=domain pairs.
+func TestOIDCSettingsValidated(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SWITCHBOARD_OIDC_ISSUER": "https://idp.example.test"}, "--oidc-client-id"},
+		{map[string]string{"SWITCHBOARD_OIDC_ISSUER": "idp", "SWITCHBOARD_OIDC_CLIENT_ID": "sb"}, "absolute URL"},
+		{map[string]string{"SWITCHBOARD_OIDC_TENANT_DOMAINS": "acme"}, "tenant=domain"},
+		{map[string]string{"SWITCHBOARD_OIDC_TENANT_DOMAINS": "acme=a@example.com"}, "tenant=domain"},
+	} {
+		_, err := parseConfig("serve", nil, envMap(tc.env), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error about %s", tc.env, err, tc.want)
+		}
+	}
+	c, err := parseConfig("serve", nil, envMap(map[string]string{"SWITCHBOARD_OIDC_ISSUER": "https://idp.example.test",
+		"SWITCHBOARD_OIDC_CLIENT_ID": "sb", "SWITCHBOARD_OIDC_TENANT_DOMAINS": "acme=Example.com, acme=example.org,globex=globex.test"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := c.oidcDomains()
+	if strings.Join(d["acme"], ",") != "example.com,example.org" || strings.Join(d["globex"], ",") != "globex.test" {
+		t.Fatalf("domains %v", d)
+	}
+	if is := c.oidcIssuers(); len(is) != 1 || is[0].Issuer != "https://idp.example.test" || is[0].ClientID != "sb" {
+		t.Fatalf("issuers %+v", is)
+	}
+}

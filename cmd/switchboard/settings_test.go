@@ -77,6 +77,10 @@ var samples = map[string]string{
 	"SWITCHBOARD_AUDIT_AT_FULL":             "drop-oldest",
 	"SWITCHBOARD_CALLER_JWT_MAX_LIFETIME":   "45m",
 	"SWITCHBOARD_DEBUG_ADDR":                "127.0.0.1:6061",
+	"SWITCHBOARD_OIDC_ISSUER":               "https://idp.example.test",
+	"SWITCHBOARD_OIDC_CLIENT_ID":            "switchboard",
+	"SWITCHBOARD_OIDC_CLIENT_SECRET":        "canary-oidc-77",
+	"SWITCHBOARD_OIDC_TENANT_DOMAINS":       "acme=example.com",
 }
 
 // Every setting is read from its environment variable, printed at start
