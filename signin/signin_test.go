@@ -490,3 +490,66 @@ func TestInvitationRouteRefusesBadInput(t *testing.T) {
 		t.Fatalf("refused requests stored %d invitations", n)
 	}
 }
+
+// Sessions are read from the store on every request, so removing a member
+// or ending their sessions on one replica refuses their cookie on every
+// other replica at its next request.
+func TestRemovalEndsSessionsOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.PostgresURL(t)
+	var replicas []*env
+	for i := range 2 {
+		db, err := database.Open(context.Background(), dsn, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if i == 0 {
+			if _, err := db.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		srv := servertest.Start(t, server.Config{DB: db, AdminToken: secrets.New(operatorToken)})
+		replicas = append(replicas, &env{t: t, srv: srv, clock: &clock{}})
+	}
+	a, b := replicas[0], replicas[1]
+	ctx := context.Background()
+	tn, err := a.srv.Tenants().CreateTenant(ctx, "acme", "Acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := b.srv.Members().AddMember(ctx, members.ActorOperator, tn.ID, "owner@example.com", members.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := a.browser()
+	a.openLink(browser, a.invite("ann@example.com", "member"), nil)
+	me, status := a.whoami(browser)
+	if status != http.StatusOK {
+		t.Fatalf("signed in on replica A: %d", status)
+	}
+
+	// Sign-out everywhere on replica B.
+	if _, err := b.srv.Members().RevokeSessions(ctx, owner.UserID, tn.ID, me.UserID); err != nil {
+		t.Fatal(err)
+	}
+	if _, status := a.whoami(browser); status != http.StatusUnauthorized {
+		t.Fatalf("replica A after sessions ended on B: %d", status)
+	}
+
+	// Removal on replica B.
+	_, link, err := b.srv.Members().LoginLink(ctx, members.ActorOperator, tn.ID, "ann@example.com", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.openLink(browser, signin.LinkURL(a.srv.URL, link.Reveal()), nil)
+	if _, status := a.whoami(browser); status != http.StatusOK {
+		t.Fatal("signing in again failed")
+	}
+	if err := b.srv.Members().RemoveMember(ctx, owner.UserID, tn.ID, me.UserID); err != nil {
+		t.Fatal(err)
+	}
+	if _, status := a.whoami(browser); status != http.StatusUnauthorized {
+		t.Fatalf("replica A after the member was removed on B: %d", status)
+	}
+}
