@@ -132,6 +132,10 @@ var errorCodes = map[string]CodeSpec{
 
 	// OAuth flows and token machinery.
 	"invalid_state":              {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_connect_link":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"connect_link_other_user":    {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"connect_link_forbidden":     {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"signin_unavailable":         {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"not_oauth":                  {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"oauth_unavailable":          {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"token_request_failed":       {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true},
@@ -241,6 +245,9 @@ type ErrorDetail struct {
 	Code         string `json:"code"`
 	Message      string `json:"message"`
 	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
+	// ConnectURL is, for reconnect_required, a connect link the user
+	// opens in a browser to connect again: short-lived and single-use.
+	ConnectURL string `json:"connectUrl,omitempty"`
 }
 
 // ErrorBody is the JSON body of every error response and of every MCP
@@ -300,6 +307,7 @@ func ProblemOf(err error) Problem {
 		if e.RetryAfter > 0 {
 			retry = e.RetryAfter
 		}
+		p.Detail.ConnectURL = e.ConnectURL
 	}
 	if p.Detail.Message == "" {
 		p.Detail.Message = code

@@ -35,6 +35,10 @@ type Error struct {
 	// RetryAfter, when positive, is the delay before a retry (retryAfterMs),
 	// overriding the table's default for the code.
 	RetryAfter time.Duration
+	// ConnectURL, when set, is where the user reconnects
+	// (reconnect_required): a connect link, rendered as the body's
+	// connectUrl.
+	ConnectURL string
 }
 
 // E builds an *Error of the given kind and code with a formatted message.

@@ -77,6 +77,8 @@ type Config struct {
 	// made with a session cookie (signin.Handler.Authenticate: the cookie,
 	// its CSRF token, rotation); nil admits bearer credentials only.
 	SessionCookies echo.MiddlewareFunc
+	// ConnectLinks mints connect links; nil answers 503.
+	ConnectLinks ConnectLinks
 }
 
 // Server is the admin API.

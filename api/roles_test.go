@@ -46,6 +46,7 @@ var roleTable = map[string]roleCase{
 	"GET /v1/tenants/:tenant/instances/:instance":                {"GET", "/v1/tenants/acme/instances/gh", ``, [7]int{200, 200, 200, 200, 404, 404, 401}},
 	"DELETE /v1/tenants/:tenant/instances/:instance":             {"DELETE", "/v1/tenants/acme/instances/nope", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
 	"POST /v1/tenants/:tenant/instances/:instance/test":          {"POST", "/v1/tenants/acme/instances/nope/test", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
+	"POST /v1/tenants/:tenant/instances/:instance/connect-links": {"POST", "/v1/tenants/acme/instances/gh/connect-links", `{}`, [7]int{400, 400, 400, 400, 404, 404, 401}},
 	"GET /v1/tenants/:tenant/instances/:instance/grant":          {"GET", "/v1/tenants/acme/instances/gh/grant", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
 	"POST /v1/tenants/:tenant/instances/:instance/grant/connect": {"POST", "/v1/tenants/acme/instances/gh/grant/connect", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
 	"DELETE /v1/tenants/:tenant/instances/:instance/grant":       {"DELETE", "/v1/tenants/acme/instances/gh/grant", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},

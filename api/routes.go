@@ -25,6 +25,10 @@ const (
 	needAdmin
 	// needOwner: the tenant's owner.
 	needOwner
+	// needCaller: a caller credential of the path's tenant (sbc_ key or
+	// caller JWT), which the handler authenticates; else a principal as
+	// for needSelf.
+	needCaller
 )
 
 // errOwnerOnly refuses an admin what only owners may do inside an admin
@@ -34,7 +38,7 @@ var errOwnerOnly = switchboard.E(switchboard.ErrForbidden, "role_required", "onl
 // role is the least tenant role that satisfies n.
 func (n need) role() switchboard.Role {
 	switch n {
-	case needMember, needSelf:
+	case needMember, needSelf, needCaller:
 		return switchboard.RoleMember
 	case needAdmin:
 		return switchboard.RoleAdmin
@@ -68,6 +72,7 @@ var routes = []route{
 	{"GET", "/v1/tenants/:tenant/instances/:instance", needMember, func(s *Server) echo.HandlerFunc { return s.getInstance }},
 	{"DELETE", "/v1/tenants/:tenant/instances/:instance", needAdmin, func(s *Server) echo.HandlerFunc { return s.deleteInstance }},
 	{"POST", "/v1/tenants/:tenant/instances/:instance/test", needAdmin, func(s *Server) echo.HandlerFunc { return s.testInstance }},
+	{"POST", "/v1/tenants/:tenant/instances/:instance/connect-links", needCaller, func(s *Server) echo.HandlerFunc { return s.createConnectLink }},
 	{"GET", "/v1/tenants/:tenant/instances/:instance/grant", needSelf, func(s *Server) echo.HandlerFunc { return s.grantStatus }},
 	{"POST", "/v1/tenants/:tenant/instances/:instance/grant/connect", needSelf, func(s *Server) echo.HandlerFunc { return s.grantConnect }},
 	{"DELETE", "/v1/tenants/:tenant/instances/:instance/grant", needSelf, func(s *Server) echo.HandlerFunc { return s.grantDisconnect }},

@@ -15,9 +15,9 @@ import (
 // Store is auth's storage: per-grant token rows (auth_grants), OAuth flows
 // in progress (oauth_states) and the platform provider registry
 // (oauth_providers), each with its secret rows. Every statement of the
-// package is in this file (operator tokens aside, in operator.go). The
-// exported methods open their own transaction; the unexported helpers take
-// it.
+// package is in this file (operator tokens aside, in operator.go, and
+// connect links, in connectlinks.go). The exported methods open their own
+// transaction; the unexported helpers take it.
 type Store struct {
 	db      *database.DB
 	secrets *secrets.Store

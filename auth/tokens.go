@@ -48,6 +48,9 @@ type OAuthConfig struct {
 	Skew time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// ConnectLinkTTL is how long a connect link stays usable; default
+	// DefaultConnectLinkTTL.
+	ConnectLinkTTL time.Duration
 }
 
 // OAuth implements the token-based auth modes — clientCredentials, oauth,
@@ -71,6 +74,8 @@ type OAuth struct {
 	stateTTL  time.Duration
 	skew      time.Duration
 	now       func() time.Time
+	// connectLinkTTL is the connect links' lifetime (connectlinks.go).
+	connectLinkTTL time.Duration
 
 	mu  sync.RWMutex
 	mem map[string]*cachedToken
@@ -104,7 +109,7 @@ type cachedToken struct {
 func NewOAuth(cfg OAuthConfig) *OAuth {
 	o := &OAuth{store: NewStore(cfg.DB, cfg.Secrets), providers: cfg.Providers, client: cfg.HTTPClient,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), logger: cfg.Logger, stateTTL: cfg.StateTTL, skew: cfg.Skew,
-		now: cfg.Now, mem: map[string]*cachedToken{}, unsaved: map[string]*unsavedToken{}}
+		now: cfg.Now, connectLinkTTL: cfg.ConnectLinkTTL, mem: map[string]*cachedToken{}, unsaved: map[string]*unsavedToken{}}
 	if o.client == nil {
 		o.client = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -143,11 +148,6 @@ func (o *OAuth) PublicURL() string { return o.publicURL }
 // instance.
 func (o *OAuth) ConnectURL(tenantSlug, instanceSlug string) string {
 	return o.publicURL + "/workspaces/" + url.PathEscape(tenantSlug) + "/webhooks/" + url.PathEscape(instanceSlug) + "/oauth/connect"
-}
-
-func (o *OAuth) reconnectErr(k grantKey) error {
-	return switchboard.E(switchboard.ErrUnauthorized, StatusReconnectRequired,
-		"the user's connection to this app is missing, expired or revoked; reconnect at %s", o.ConnectURL(k.tenantSlug, k.instance.Slug))
 }
 
 var errNoUser = switchboard.E(switchboard.ErrInvalid, "user_required",
@@ -291,7 +291,7 @@ func (o *OAuth) applier(ctx context.Context, k grantKey, c *clientConfig, fetch 
 	case errors.Is(err, errNoGrant):
 		return nil, errNoGrant
 	case errors.Is(err, errReconnect):
-		return nil, o.reconnectErr(k)
+		return nil, o.reconnectErr(ctx, k)
 	case err != nil:
 		return nil, err
 	}
@@ -339,7 +339,7 @@ func (o *OAuth) userMode(ctx context.Context, in ModeInput) (registry.Applier, e
 		if in.Principal.OnBehalf() {
 			return nil, errUserNotFound
 		}
-		return nil, o.reconnectErr(k)
+		return nil, o.reconnectErr(ctx, k)
 	}
 	return a, err
 }

@@ -8,10 +8,9 @@ package connectflow
 import (
 	"encoding/json"
 	"fmt"
-	"html"
+	"html/template"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
@@ -28,6 +27,12 @@ type Config struct {
 	OAuth *auth.OAuth
 	// Logger receives one line per flow step; nil uses the gateway's.
 	Logger *slog.Logger
+	// Sessions tells who is signed in, for connect links; nil refuses
+	// to open them (signin_unavailable).
+	Sessions Sessions
+	// ConsoleURL, when an http(s) URL, is where the flow pages send the
+	// person next; else they say to close the tab.
+	ConsoleURL string
 }
 
 // Pages serves the flow routes of per-user instances under
@@ -41,13 +46,16 @@ type Config struct {
 //	callback    (GET, from the provider) finishes it
 //	status      (GET, caller credential) the user's connection
 //	disconnect  (POST or DELETE, caller credential) revokes and deletes it
+//	link        (GET, ?token=, a signed-in member) opens a connect link
 //
 // and the platform's central callback at /oauth/callback
 // (auth.CentralCallbackPath), also ServeCallback.
 type Pages struct {
-	g      *gateway.Gateway
-	oauth  *auth.OAuth
-	logger *slog.Logger
+	g        *gateway.Gateway
+	oauth    *auth.OAuth
+	logger   *slog.Logger
+	sessions Sessions
+	console  string
 }
 
 // New returns the flow pages.
@@ -56,7 +64,7 @@ func New(cfg Config) *Pages {
 	if logger == nil {
 		logger = cfg.Gateway.Logger()
 	}
-	return &Pages{g: cfg.Gateway, oauth: cfg.OAuth, logger: logger}
+	return &Pages{g: cfg.Gateway, oauth: cfg.OAuth, logger: logger, sessions: cfg.Sessions, console: consoleURL(cfg.ConsoleURL)}
 }
 
 // ServeNotFound answers any other request under the flow routes, and a
@@ -109,11 +117,7 @@ func (f *Pages) ServeConnect(w http.ResponseWriter, r *http.Request) {
 		switchboard.WriteError(w, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: flow.CookieName, Value: flow.Binding, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: strings.HasPrefix(f.oauth.PublicURL(), "https://"), Expires: flow.ExpiresAt,
-	})
-	w.Header().Set("Cache-Control", "no-store")
+	f.setBinding(w, flow)
 	log.Info("oauth flow started")
 	if r.URL.Query().Get("redirect") == "1" {
 		http.Redirect(w, r, flow.AuthorizeURL, http.StatusFound)
@@ -166,7 +170,7 @@ func (f *Pages) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	fail := func(status int, err error) {
 		gateway.LogError(log, "oauth callback refused", err)
 		d := switchboard.DetailOf(err)
-		page(w, status, "Not connected", d.Message)
+		f.page(w, status, "Not connected", "Nothing was connected: "+d.Message)
 	}
 	if f.oauth == nil {
 		fail(http.StatusServiceUnavailable, errNoOAuth)
@@ -222,12 +226,26 @@ func (f *Pages) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log.Info("oauth grant connected")
-	page(w, http.StatusOK, "Connected", fmt.Sprintf("Your account is connected to %s. You can close this window.", t.Connector.Manifest.Name))
+	f.page(w, http.StatusOK, "Connected", fmt.Sprintf("Your %s account is connected to the workspace %s. "+
+		"Agents acting for you can now use it; you can disconnect it at any time.", t.Connector.Manifest.Name, fs.TenantSlug))
 }
 
-// page renders a small HTML page without any script; its content security
-// policy allows none.
-func page(w http.ResponseWriter, status int, title, msg string) {
+// pageTemplate is every flow page: what happened and where to go next,
+// without any script (html/template escapes every value).
+var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
+<style>body{font-family:sans-serif;max-width:36em;margin:4em auto}</style></head>
+<body><h1>{{.Title}}</h1>
+<p>{{.Message}}</p>
+{{if .Console}}<p>You can close this tab, or <a href="{{.Console}}">go to the console</a>.</p>
+{{else}}<p>You can close this tab and go back to your agent.</p>
+{{end}}</body></html>
+`))
+
+// page renders a flow page with status: title, what happened (msg) and
+// where to go next (the console when there is one, else close the tab).
+// Its content security policy allows no script.
+func (f *Pages) page(w http.ResponseWriter, status int, title, msg string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
@@ -235,9 +253,7 @@ func page(w http.ResponseWriter, status int, title, msg string) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title>"+
-		"<style>body{font-family:sans-serif;max-width:36em;margin:4em auto}</style></head>"+
-		"<body><h1>%s</h1><p>%s</p></body></html>\n", html.EscapeString(title), html.EscapeString(title), html.EscapeString(msg))
+	_ = pageTemplate.Execute(w, struct{ Title, Message, Console string }{title, msg, f.console})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -59,9 +59,9 @@ func TestOAuthConnectAndCall(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		o := setupOAuth(t, db)
-		// Before connecting: reconnect_required with a connect URL.
+		// Before connecting: reconnect_required with a connect link.
 		r := o.s.callTool(t, "acme", "crm", o.token, agent, "alice", nil, nil)
-		if r.code != "reconnect_required" || !strings.Contains(r.message, "/workspaces/acme/webhooks/crm/oauth/connect") {
+		if r.code != "reconnect_required" || !strings.HasPrefix(r.connectURL, o.s.srv.URL+"/workspaces/acme/webhooks/crm/oauth/link?token=") {
 			t.Fatalf("before connect: %+v", r)
 		}
 		o.connect(t, "alice")
@@ -203,7 +203,7 @@ func TestRevokedGrantNeedsReconnect(t *testing.T) {
 		o.as.RevokeSubject("alice")
 		for i := range 3 {
 			r := o.s.callTool(t, "acme", "crm", o.token, agent, "alice", nil, nil)
-			if r.code != "reconnect_required" || !strings.Contains(r.message, o.s.srv.URL+"/workspaces/acme/webhooks/crm/oauth/connect") {
+			if r.code != "reconnect_required" || !strings.HasPrefix(r.connectURL, o.s.srv.URL+"/workspaces/acme/webhooks/crm/oauth/link?token=") {
 				t.Fatalf("call %d after revocation: %+v", i, r)
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/logtest"
+	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -137,6 +138,8 @@ type stack struct {
 	srv    *httptest.Server
 	logs   *logtest.Buffer
 	bodies *logtest.Buffer
+	// members is the server's store of members and sessions.
+	members *members.Store
 }
 
 func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) *stack {
@@ -146,7 +149,8 @@ func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) 
 	srv := servertest.Start(t, server.Config{DB: db, ConnectorCatalog: cat, Logger: logger, Now: clk.now,
 		Audit: audit.WriterOptions{Interval: 20 * time.Millisecond}})
 	return &stack{db: db, svc: srv.Tenants(), gw: srv.Gateway(), oauth: srv.OAuth(), prov: srv.Providers(),
-		audit: srv.Audit(), astore: srv.AuditStore(), srv: srv.HTTP, logs: logs, bodies: &logtest.Buffer{}}
+		audit: srv.Audit(), astore: srv.AuditStore(), srv: srv.HTTP, logs: logs, bodies: &logtest.Buffer{},
+		members: srv.Members()}
 }
 
 func (s *stack) tenant(t testing.TB, slug string) {
@@ -186,6 +190,8 @@ type toolResult struct {
 	message string
 	user    string
 	raw     string
+	// connectURL is a reconnect_required error's connect link.
+	connectURL string
 }
 
 // callTool sends one tools/call of the "me" tool as a caller.
@@ -235,6 +241,7 @@ func (s *stack) callTool(t testing.TB, tenant, instance, token, agent, user stri
 	if e, ok := sc["error"].(map[string]any); ok {
 		out.code, _ = e["code"].(string)
 		out.message, _ = e["message"].(string)
+		out.connectURL, _ = e["connectUrl"].(string)
 	}
 	out.user, _ = sc["user"].(string)
 	return out

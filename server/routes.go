@@ -41,6 +41,7 @@ func mountAgentPath(e *echo.Echo, s agentSurfaces) {
 	e.GET(flow+"status", serve(s.flows.ServeStatus))
 	e.POST(flow+"disconnect", serve(s.flows.ServeDisconnect))
 	e.DELETE(flow+"disconnect", serve(s.flows.ServeDisconnect))
+	e.GET(flow+auth.ConnectLinkPath, serve(s.flows.ServeLink))
 	e.Any(flow+"*", serve(s.flows.ServeNotFound))
 	// Any first: a later route of the same path and method replaces it.
 	e.Any(auth.CentralCallbackPath, serve(s.flows.ServeNotFound))

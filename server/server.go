@@ -245,6 +245,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.signin = signin.New(signin.Config{Members: s.members, PublicURL: cfg.PublicURL, Logger: logger,
 		OIDC: signin.OIDCConfig{Issuers: cfg.OIDCIssuers, Domains: cfg.OIDCDomains, Tenants: tenantSvc, HTTPClient: client}})
+	callers.SetMembers(memberCheck{s.members})
+	flows := connectflow.New(connectflow.Config{Gateway: gw, OAuth: s.oauth, Logger: logger,
+		Sessions: sessionCheck{store: s.members, signin: s.signin}})
 	admin := api.New(api.Config{
 		Tenants:   tenantSvc,
 		Operators: operators,
@@ -263,6 +266,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Session:        signin.SessionOf,
 		SessionCookies: s.signin.Authenticate,
 		AuditLog:       s.audit,
+		// Connect links are minted by the flow pages, which know callers.
+		ConnectLinks: flows,
 	})
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
@@ -273,7 +278,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	root := admin.Router()
 	mountAgentPath(root, agentSurfaces{
 		app:      appmode.New(gw, logger),
-		flows:    connectflow.New(connectflow.Config{Gateway: gw, OAuth: s.oauth, Logger: logger}),
+		flows:    flows,
 		mcp:      mcp.NewHandler(gw, mcpOpts),
 		resource: mcp.ProtectedResourceHandler(mcpOpts),
 	})
