@@ -184,7 +184,7 @@ func (c *Console) viewer(ec echo.Context) (*Viewer, error) {
 	if c.cfg.Access == nil {
 		return nil, nil
 	}
-	v, ok, err := c.cfg.Access(ec.Response(), ec.Request())
+	v, ok, err := c.cfg.Access(ec)
 	if err != nil || !ok {
 		return nil, err
 	}

@@ -11,12 +11,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/switchboardhq/switchboard/console"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/server"
 	"github.com/switchboardhq/switchboard/server/servertest"
+	"github.com/switchboardhq/switchboard/signin"
 )
 
 // consoleServer is a server built by server.New on the embedded store,
@@ -45,6 +46,21 @@ func startConsole(t testing.TB) *consoleServer {
 		t.Fatal(err)
 	}
 	return &consoleServer{Server: srv, Session: token.Reveal()}
+}
+
+// loginLink returns a one-time sign-in link of the owner.
+func (s *consoleServer) loginLink(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	tenant, err := s.Tenants().Tenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := s.Members().LoginLink(ctx, members.ActorOperator, tenant.ID, "owner@acme.test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signin.LinkURL(s.URL, token.Reveal())
 }
 
 // page is one response of the console.
@@ -80,7 +96,7 @@ func (s *consoleServer) post(t testing.TB, path, session string, form url.Values
 func (s *consoleServer) do(t testing.TB, req *http.Request, session string) page {
 	t.Helper()
 	if session != "" {
-		req.AddCookie(&http.Cookie{Name: console.SessionCookie, Value: session})
+		req.AddCookie(&http.Cookie{Name: s.SignIn().SessionCookie(), Value: session})
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
@@ -346,8 +362,8 @@ func TestInstall(t *testing.T) {
 		status        int
 		want          string
 	}{
-		{"no csrf token", s.Session, noToken, 403, "anti-forgery token"},
-		{"another session's token", s.Session, wrongToken, 403, "anti-forgery token"},
+		{"no csrf token", s.Session, noToken, 403, "csrf_failed"},
+		{"another session's token", s.Session, wrongToken, 403, "csrf_failed"},
 		{"member", member, memberForm, 403, "role_required"},
 		{"invalid slug", s.Session, badSlug, 400, "invalid_slug"},
 	} {
@@ -413,5 +429,49 @@ func TestInstall(t *testing.T) {
 	}
 	if p := s.get(t, "/console/catalog/github/install", member); p.status != 403 || !strings.Contains(p.body, "role_required") {
 		t.Errorf("member opening the install form: status %d", p.status)
+	}
+}
+
+// TestSignInLink signs in with a one-time link through the sign-in
+// handler and opens the console with the cookie it sets: the console
+// admits exactly the sessions the sign-in handler issues, and after
+// Sign out (the console's button posts there) shows Sign in again.
+func TestSignInLink(t *testing.T) {
+	t.Parallel()
+	s := startConsole(t)
+	u, err := url.Parse(s.loginLink(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, s.URL+signin.LinkPath, strings.NewReader(url.Values{"token": {u.Query().Get("token")}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.URL)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var session string
+	for _, c := range resp.Cookies() {
+		if c.Name == s.SignIn().SessionCookie() {
+			session = c.Value
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || session == "" {
+		t.Fatalf("redeeming the link: status %d, session cookie set %v", resp.StatusCode, session != "")
+	}
+	p := s.get(t, "/console/instances", session)
+	signOut := `<form method="post" action="/signin/sign-out"><input type="hidden" name="csrf_token" value="` + members.CSRFToken(session) + `">`
+	if p.status != 200 || !strings.Contains(p.body, "owner@acme.test") || !strings.Contains(p.body, signOut) {
+		t.Fatalf("console after signing in: status %d, no viewer or Sign out form\n%s", p.status, p.body)
+	}
+	if out := s.post(t, signin.SignOutPath, session, url.Values{"csrf_token": {members.CSRFToken(session)}}); out.status != http.StatusSeeOther {
+		t.Fatalf("sign out: status %d", out.status)
+	}
+	if p := s.get(t, "/console/instances", session); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "Sign in") {
+		t.Fatalf("console after signing out: status %d", p.status)
 	}
 }

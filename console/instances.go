@@ -11,19 +11,19 @@ import (
 	switchboard "github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/signin"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // CSRFField is the form field that carries the session's anti-forgery
-// token in every form that changes something (the sign-in handler's
-// name for it).
-const CSRFField = "csrf_token"
+// token in every form that changes something.
+const CSRFField = signin.CSRFField
 
 // maxForm bounds a console form's body.
 const maxForm = 64 << 10
 
 var (
-	errCSRF = switchboard.E(switchboard.ErrForbidden, "forbidden",
+	errCSRF = switchboard.E(switchboard.ErrForbidden, "csrf_failed",
 		"the form's anti-forgery token is missing or not this session's: reload the page and submit it again")
 	errAdminOnly = switchboard.E(switchboard.ErrForbidden, "role_required",
 		"installing and configuring instances needs the admin or owner role")

@@ -282,7 +282,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		mcp:      mcp.NewHandler(gw, mcpOpts),
 		resource: mcp.ProtectedResourceHandler(mcpOpts),
 	})
-	pages, err := console.New(console.Config{Catalog: cat, Tenants: tenantSvc, PublicURL: cfg.PublicURL, Access: console.SessionAccess(s.members), Logger: logger})
+	pages, err := console.New(console.Config{Catalog: cat, Tenants: tenantSvc, PublicURL: cfg.PublicURL, Access: console.SignInAccess(s.signin, s.members), Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
