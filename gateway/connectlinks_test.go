@@ -15,6 +15,7 @@ import (
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/members"
+	"github.com/switchboardhq/switchboard/signin"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -172,6 +173,52 @@ func TestConnectLinks(t *testing.T) {
 		}
 		if st, page := get(t, bobBrowser, fresh); st != http.StatusOK || !strings.Contains(page, "Connected") {
 			t.Errorf("bob's fresh link = %d %s", st, page)
+		}
+	})
+}
+
+// A browser not signed in that opens a connect link is sent to sign in;
+// signing in with a one-time sign-in link brings it back to the connect
+// link, whose OAuth flow then runs through the authorization server.
+func TestConnectLinkSignInComesBack(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		l := setupLinks(t, db)
+		link := l.mintFor(t, l.alice.UserID)
+		b := l.browser(l.alice.UserID)
+		var visited []string
+		b.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+			visited = append(visited, req.URL.String())
+			return nil
+		}
+		st, page := get(t, b, link)
+		if st != http.StatusOK || !strings.Contains(page, "Signed out") || !strings.Contains(page, "come back here") {
+			t.Fatalf("unsigned browser opens the link = %d %s", st, page)
+		}
+
+		_, token, err := l.members.LoginLink(context.Background(), "test", l.alice.Tenant, l.alice.Email, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		visited = nil
+		form := url.Values{"token": {token.Reveal()}}
+		req, _ := http.NewRequest(http.MethodPost, l.s.srv.URL+signin.LinkPath, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", l.s.srv.URL)
+		resp, err := b.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if len(visited) < 2 || visited[0] != link || !strings.HasPrefix(visited[1], l.as.URL) {
+			t.Fatalf("after signing in the browser went to %q, want the connect link then the authorization server", visited)
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Connected") {
+			t.Fatalf("the flow after signing in = %d %s", resp.StatusCode, body)
+		}
+		if r := l.s.callTool(t, "acme", "crm", l.platform, agent, l.alice.UserID, nil, nil); r.isError || r.user != l.alice.UserID {
+			t.Errorf("call as alice after connecting: %+v", r)
 		}
 	})
 }

@@ -24,7 +24,8 @@ import (
 // Paths of OpenID Connect sign-in.
 const (
 	// OIDCStartPath starts a sign-in: GET ?tenant=<slug>[&issuer=<name>]
-	// redirects to the issuer.
+	// [&next=<local path>] redirects to the issuer; signed in, the browser
+	// goes to next.
 	OIDCStartPath = "/signin/oidc/start"
 	// OIDCCallbackPath is the redirect URI registered at every issuer.
 	OIDCCallbackPath = "/signin/oidc/callback"
@@ -112,6 +113,8 @@ type oidcFlow struct {
 	Verifier string `json:"v"`
 	Tenant   string `json:"t"`
 	Issuer   string `json:"i"`
+	// Next is where the browser goes once signed in (SafeNext).
+	Next string `json:"x,omitempty"`
 }
 
 func (h *Handler) flowCookie() string {
@@ -177,7 +180,8 @@ func (h *Handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	flow := oidcFlow{State: randomString(), Nonce: randomString(), Verifier: oauth2.GenerateVerifier(), Tenant: t.Slug, Issuer: i.cfg.Name}
+	flow := oidcFlow{State: randomString(), Nonce: randomString(), Verifier: oauth2.GenerateVerifier(), Tenant: t.Slug, Issuer: i.cfg.Name,
+		Next: SafeNext(r.URL.Query().Get(NextParam))}
 	b, _ := json.Marshal(flow)
 	http.SetCookie(w, &http.Cookie{Name: h.flowCookie(), Value: base64.RawURLEncoding.EncodeToString(b), Path: "/signin/oidc/",
 		MaxAge: int(oidcFlowLifetime / time.Second), HttpOnly: true, Secure: h.secure, SameSite: http.SameSiteLaxMode})
@@ -251,7 +255,7 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := h.oidcMember(r.Context(), flow.Tenant, i, claims.Email)
-	h.signIn(w, r, m, err)
+	h.signIn(w, r, m, err, flow.Next)
 }
 
 // oidcMember returns the tenant's member with email, adding them (role

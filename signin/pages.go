@@ -3,6 +3,7 @@ package signin
 import (
 	"html/template"
 	"net/http"
+	"net/url"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/members"
@@ -14,13 +15,15 @@ var pages = template.Must(template.New("").Parse(`
 <title>Switchboard sign-in</title><style>body{font:16px system-ui,sans-serif;max-width:32em;margin:4em auto;padding:0 1em}button{font:inherit;padding:.4em 1em}</style></head><body>{{end}}
 {{define "link"}}{{template "head"}}<h1>Sign in to Switchboard</h1>
 <p>This link signs you in once. Continue to sign in in this browser.</p>
-<form method="post" action="{{.Action}}"><input type="hidden" name="token" value="{{.Token}}"><button type="submit">Sign in</button></form>
+<form method="post" action="{{.Action}}"><input type="hidden" name="token" value="{{.Token}}">{{if .Next}}<input type="hidden" name="next" value="{{.Next}}">{{end}}<button type="submit">Sign in</button></form>
 </body></html>{{end}}
 {{define "status"}}{{template "head"}}{{if .Member.UserID}}<h1>Signed in</h1>
 <p>You are signed in as <strong>{{.Member.Email}}</strong> ({{.Member.Role}}) until {{.Session.ExpiresAt.Format "2006-01-02 15:04 MST"}} at the latest.</p>
+{{if .Next}}<p><a href="{{.Next}}">Continue</a></p>{{end}}
 <form method="post" action="{{.SignOut}}"><input type="hidden" name="csrf_token" value="{{.CSRF}}"><button type="submit">Sign out</button></form>
 <form method="post" action="{{.SignOutEverywhere}}"><input type="hidden" name="csrf_token" value="{{.CSRF}}"><button type="submit">Sign out everywhere</button></form>
-{{else}}<h1>Signed out</h1><p>You are not signed in. Ask your tenant's owner or the operator for a sign-in link.</p>{{end}}
+{{else}}<h1>Signed out</h1><p>You are not signed in. Ask your tenant's owner or the operator for a sign-in link{{if .Next}}, and open it in this browser: you will then come back here{{end}}.</p>
+{{if .OIDC}}<p><a href="{{.OIDC}}">Sign in with your identity provider</a></p>{{end}}{{end}}
 </body></html>{{end}}
 {{define "error"}}{{template "head"}}<h1>Sign-in failed</h1><p>{{.Message}}</p><p>Code: <code>{{.Code}}</code></p></body></html>{{end}}
 `))
@@ -57,7 +60,7 @@ func (h *Handler) linkForm(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, switchboard.E(switchboard.ErrUnauthorized, "invalid_link", "the sign-in link is incomplete; open it as it was sent"))
 		return
 	}
-	h.render(w, http.StatusOK, "link", struct{ Action, Token string }{LinkPath, token})
+	h.render(w, http.StatusOK, "link", struct{ Action, Token, Next string }{LinkPath, token, SafeNext(r.URL.Query().Get(NextParam))})
 }
 
 // redeemLink spends a sign-in link or invitation and signs its member in
@@ -68,12 +71,14 @@ func (h *Handler) redeemLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := h.cfg.Members.Redeem(r.Context(), r.PostFormValue("token"))
-	h.signIn(w, r, m, err)
+	h.signIn(w, r, m, err, r.PostFormValue(NextParam))
 }
 
 // signIn ends a sign-in: unless err (the failure to find the member) is
-// set, it starts m's session and sends the browser to the status page.
-func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, m members.Member, err error) {
+// set, it starts m's session and sends the browser to next when it is a
+// safe local path (SafeNext), else to the path the sign-in page
+// remembered, else to the status page.
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, m members.Member, err error, next string) {
 	if err == nil {
 		err = h.startSession(w, r, m)
 	}
@@ -81,7 +86,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, m members.Membe
 		h.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	http.Redirect(w, r, h.takeNext(w, r, next), http.StatusSeeOther)
 }
 
 // startSession signs m in: it revokes the session the browser brought,
@@ -144,17 +149,34 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, sessionInfo{Session: sess, Email: m.Email, CSRFToken: csrf})
 }
 
+// status shows who is signed in. Signed out, it remembers ?next= (a
+// safe local path) for the sign-in that follows in this browser and, with
+// ?tenant= and OpenID Connect configured, links to the identity
+// provider's sign-in carrying next; signed in, it links to next.
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	sess, m, csrf, err := h.current(w, r)
 	if err != nil && switchboard.CodeOf(err) != "invalid_session" {
 		h.fail(w, r, err)
 		return
 	}
+	q := r.URL.Query()
+	next := SafeNext(q.Get(NextParam))
+	oidcStart := ""
+	if m.UserID == "" {
+		h.rememberNext(w, next)
+		if t := q.Get("tenant"); t != "" && len(h.issuers) > 0 {
+			v := url.Values{"tenant": {t}}
+			if next != "" {
+				v.Set(NextParam, next)
+			}
+			oidcStart = OIDCStartPath + "?" + v.Encode()
+		}
+	}
 	h.render(w, http.StatusOK, "status", struct {
-		Session                          members.Session
-		Member                           members.Member
-		CSRF, SignOut, SignOutEverywhere string
-	}{sess, m, csrf, SignOutPath, SignOutEverywherePath})
+		Session                                      members.Session
+		Member                                       members.Member
+		CSRF, SignOut, SignOutEverywhere, Next, OIDC string
+	}{sess, m, csrf, SignOutPath, SignOutEverywherePath, next, oidcStart})
 }
 
 // signOut ends this browser's session.
