@@ -29,8 +29,9 @@ func (c *Callers) SetMembers(m Members) { c.members = m }
 const HeaderUserAssertion = "X-User-Assertion"
 
 // memberTTL is how long a positive membership answer is kept, so that a
-// warm call costs no database round trip; a removed member is refused
-// within it.
+// warm call costs no database round trip. A removal drops it at once
+// (ForgetMember, fed by the members store's announcements); the TTL only
+// bounds how long a missed announcement could let a removed member in.
 const memberTTL = 5 * time.Second
 
 // Errors of the user a caller names.
@@ -127,6 +128,7 @@ func (c *Callers) checkNamed(ctx context.Context, p *Principal, user string) err
 	now := time.Now()
 	c.memberMu.Lock()
 	until, ok := c.memberSeen[key]
+	gen := c.memberGen
 	c.memberMu.Unlock()
 	if ok && now.Before(until) {
 		return nil
@@ -139,12 +141,32 @@ func (c *Callers) checkNamed(ctx context.Context, p *Principal, user string) err
 		return errUserNotMember
 	}
 	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	if gen != c.memberGen {
+		// A removal was heard while the store answered: the answer may
+		// predate it, so it is used for this request and not kept.
+		return nil
+	}
 	if c.memberSeen == nil || len(c.memberSeen) > maxMemberCache {
 		c.memberSeen = map[memberKey]time.Time{}
 	}
 	c.memberSeen[key] = now.Add(memberTTL)
-	c.memberMu.Unlock()
 	return nil
+}
+
+// ForgetMember drops the cached membership of user in tenant, so that the
+// next request naming them asks the store; an empty user drops every
+// cached membership. Feed it the members store's removals (on this
+// replica and, through LISTEN/NOTIFY, the others').
+func (c *Callers) ForgetMember(tenant switchboard.TenantID, user string) {
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	c.memberGen++
+	if user == "" {
+		c.memberSeen = nil
+		return
+	}
+	delete(c.memberSeen, memberKey{tenant, user})
 }
 
 // external reports whether user is one of subjects: equal to one, or
@@ -171,4 +193,7 @@ type memberCache struct {
 	members    Members
 	memberMu   sync.Mutex
 	memberSeen map[memberKey]time.Time
+	// memberGen counts forgets, so that an answer read across one is not
+	// cached.
+	memberGen uint64
 }

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -90,6 +92,11 @@ type Store struct {
 	db    *database.DB
 	audit audit.Recorder
 	opts  Options
+
+	// Removals are announced to onRemoval (see OnRemoval).
+	removalMu     sync.RWMutex
+	onRemoval     []func(Removal)
+	onNotifyError atomic.Pointer[func(error)]
 }
 
 // NewStore returns the store over db, auditing through rec.
@@ -330,7 +337,8 @@ func (s *Store) lockMember(ctx context.Context, tx *sql.Tx, tenant switchboard.T
 }
 
 // RemoveMember removes a member and ends all their sessions (their
-// session rows go with them, so no replica accepts them afterwards).
+// session rows go with them, so no replica accepts them afterwards), and
+// announces the removal (see OnRemoval) to what caches memberships.
 // Removing the last owner fails with last_owner.
 func (s *Store) RemoveMember(ctx context.Context, actor string, tenant switchboard.TenantID, userID string) error {
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
@@ -355,5 +363,6 @@ func (s *Store) RemoveMember(ctx context.Context, actor string, tenant switchboa
 		return err
 	}
 	s.record(tenant, actor, userID, "member.remove")
+	s.announce(Removal{Tenant: tenant, UserID: userID})
 	return nil
 }

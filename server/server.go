@@ -246,6 +246,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.signin = signin.New(signin.Config{Members: s.members, PublicURL: cfg.PublicURL, Logger: logger,
 		OIDC: signin.OIDCConfig{Issuers: cfg.OIDCIssuers, Domains: cfg.OIDCDomains, Tenants: tenantSvc, HTTPClient: client}})
 	callers.SetMembers(memberCheck{s.members})
+	// A removed member is no longer a user callers may name, on any replica.
+	s.members.OnRemoval(func(r members.Removal) { callers.ForgetMember(r.Tenant, r.UserID) })
 	flows := connectflow.New(connectflow.Config{Gateway: gw, OAuth: s.oauth, Logger: logger,
 		Sessions: sessionCheck{store: s.members, signin: s.signin}})
 	admin := api.New(api.Config{
@@ -362,7 +364,7 @@ func (s *Server) Members() *members.Store { return s.members }
 // Listen runs the background work of a replica until ctx is done: the
 // remote catalog's refresh, and the Postgres LISTEN/NOTIFY listeners
 // through which changes other replicas make (a revoked caller, an edited
-// instance, a disconnected grant) reach this replica's caches. It
+// instance, a disconnected grant, a removed member) reach this replica's caches. It
 // returns at once; the listeners stop with ctx.
 func (s *Server) Listen(ctx context.Context) {
 	if s.remote != nil {
@@ -373,6 +375,9 @@ func (s *Server) Listen(ctx context.Context) {
 	})
 	go s.oauth.Listen(ctx, func(err error) {
 		s.logger.Warn("replica grant notifications", "err", err.Error())
+	})
+	go s.members.Listen(ctx, func(err error) {
+		s.logger.Warn("replica member removal notifications", "err", err.Error())
 	})
 }
 
