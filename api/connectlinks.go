@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -71,6 +72,11 @@ func (s *Server) createConnectLink(c echo.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	// The audit row names who minted the link and for whom, never its token.
+	if s.cfg.AuditLog != nil {
+		s.cfg.AuditLog.Record(audit.Entry{Tenant: link.Tenant, Instance: link.Instance, Actor: link.CreatedBy,
+			Subject: link.User, Tool: "admin", Action: "connect_link.create", Outcome: "ok"})
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, link)

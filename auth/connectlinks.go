@@ -27,6 +27,10 @@ type ConnectLink struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	User      string    `json:"user"`
 	Instance  string    `json:"instance"`
+	// Tenant and CreatedBy (who minted it: a caller id, or an admin API
+	// principal's actor) are for the audit row of the minting.
+	Tenant    switchboard.TenantID `json:"-"`
+	CreatedBy string               `json:"-"`
 }
 
 // LinkTarget is what a connect link connects: a user of an instance.
@@ -82,7 +86,8 @@ func (o *OAuth) MintConnectLink(ctx context.Context, target LinkTarget, createdB
 	}
 	u := o.publicURL + "/workspaces/" + url.PathEscape(target.TenantSlug) + "/webhooks/" + url.PathEscape(target.InstanceSlug) +
 		"/oauth/" + ConnectLinkPath + "?token=" + url.QueryEscape(token)
-	return &ConnectLink{URL: u, ExpiresAt: expires, User: target.User, Instance: target.InstanceSlug}, nil
+	return &ConnectLink{URL: u, ExpiresAt: expires, User: target.User, Instance: target.InstanceSlug,
+		Tenant: target.Tenant, CreatedBy: createdBy}, nil
 }
 
 // linkHash is what the store keeps of a link's token.

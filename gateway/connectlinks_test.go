@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/members"
@@ -327,4 +328,74 @@ func (l *linkSetup) deniedCallback(t *testing.T) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// Minting a connect link leaves an audit row naming who minted it (the
+// caller, or the member) and for whom, and never the link's token.
+func TestConnectLinkMintingIsAudited(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		l := setupLinks(t, db)
+		ctx := context.Background()
+		acme, err := l.s.svc.Tenant(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		callers, err := l.s.svc.ListCallers(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		factory := ""
+		for _, c := range callers {
+			if c.Name == "factory" {
+				factory = string(c.ID)
+			}
+		}
+		_, aliceSession := l.signedIn(t, l.alice)
+		var tokens []string
+		for _, h := range []map[string]string{
+			{"Authorization": "Bearer " + l.platform},
+			{"Cookie": "sb_session=" + aliceSession, "X-CSRF-Token": members.CSRFToken(aliceSession)},
+		} {
+			target := ""
+			if h["Cookie"] == "" {
+				target = l.bob.UserID
+			}
+			st, out := l.mint(t, h, target)
+			link, _ := out["url"].(string)
+			u, err := url.Parse(link)
+			if st != http.StatusCreated || err != nil || u.Query().Get("token") == "" {
+				t.Fatalf("mint = %d %v", st, out)
+			}
+			tokens = append(tokens, u.Query().Get("token"))
+		}
+		want := map[[2]string]bool{{factory, l.bob.UserID}: false, {l.alice.UserID, l.alice.UserID}: false}
+		var rows []audit.Entry
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if rows, err = l.s.astore.List(ctx, acme.ID, audit.Query{Instance: "crm"}); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range rows {
+				if _, ok := want[[2]string{e.Actor, e.Subject}]; ok && e.Action == "connect_link.create" {
+					want[[2]string{e.Actor, e.Subject}] = true
+					n++
+				}
+			}
+			if n == len(want) {
+				break
+			}
+		}
+		for pair, found := range want {
+			if !found {
+				t.Errorf("no connect_link.create row with actor %q and subject %q in %+v", pair[0], pair[1], rows)
+			}
+		}
+		raw, _ := json.Marshal(rows)
+		for _, tok := range tokens {
+			if strings.Contains(string(raw), tok) {
+				t.Error("an audit row holds a connect link's token")
+			}
+		}
+	})
 }
