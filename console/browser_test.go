@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/switchboardhq/switchboard/members"
+	"github.com/switchboardhq/switchboard/signin"
 )
 
 // axeSource is axe-core (npm axe-core, version in testdata/axe/VERSION,
@@ -215,17 +217,29 @@ func TestBrowser(t *testing.T) {
 
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"signin", "/console/catalog", "Sign in"})
 
-	// The owner's session cookie, as the sign-in handler sets it. (The
-	// one-time link's confirmation form cannot be used from a browser yet:
-	// under its Referrer-Policy no-referrer the browser sends Origin: null,
-	// which the sign-in handler refuses as cross-site.)
-	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-		_, err := chromedp.Call(ctx, network.SetCookie, network.SetCookieParams{
-			Name: s.SignIn().SessionCookie(), Value: s.Session, URL: s.URL + "/", HTTPOnly: ptr(true), SameSite: network.CookieSameSiteLax,
-		})
-		return err
-	})); err != nil {
+	// The owner signs in as a person does: a one-time sign-in link, its
+	// confirmation form, then the console.
+	tenant, err := s.Tenants().Tenant(context.Background(), "acme")
+	if err != nil {
 		t.Fatal(err)
+	}
+	_, link, err := s.Members().LoginLink(context.Background(), members.ActorOperator, tenant.ID, "owner@acme.test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(signin.LinkURL(s.URL, link.Reveal())),
+		chromedp.WaitVisible(chromedp.CSS(`form button[type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`form button[type="submit"]`))); err != nil {
+		t.Fatalf("signing in through a one-time link: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+		if err == nil && strings.Contains(html, "Signed in") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the sign-in link's form: %v\n%s", err, html)
+		}
 	}
 	for _, p := range []pageCheck{
 		{"catalog", "/console/catalog", "Catalog"},
@@ -320,5 +334,3 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -198,14 +198,20 @@ func checkCSRF(r *http.Request, sessionToken string) error {
 // sameOrigin refuses a cross-site form post (login CSRF: signing a victim
 // in as someone else): the Origin header, when the browser sends one,
 // must be the public URL's, and Sec-Fetch-Site must not be cross-site.
+// Origin "null" is what a browser sends for a form on a page served with
+// Referrer-Policy: no-referrer (as these pages are, so that a link's token
+// never leaves in a Referer): it is accepted only when the browser also
+// says the form was same-origin, since sandboxed frames and data: URLs
+// send "null" too.
 func (h *Handler) sameOrigin(r *http.Request) error {
-	if o := r.Header.Get("Origin"); o != "" && o != "null" && o != h.origin {
+	fetchSite := r.Header.Get("Sec-Fetch-Site")
+	switch o := r.Header.Get("Origin"); {
+	case o == "null" && fetchSite != "same-origin":
+		return errCrossSite
+	case o != "" && o != "null" && o != h.origin:
 		return errCrossSite
 	}
-	if r.Header.Get("Origin") == "null" {
-		return errCrossSite
-	}
-	if s := r.Header.Get("Sec-Fetch-Site"); s == "cross-site" || s == "same-site" {
+	if fetchSite == "cross-site" || fetchSite == "same-site" {
 		return errCrossSite
 	}
 	return nil

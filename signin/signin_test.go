@@ -397,8 +397,19 @@ func TestCSRF(t *testing.T) {
 		if res.StatusCode != http.StatusForbidden || !strings.Contains(page, "csrf_failed") {
 			t.Fatalf("cross-site sign-in form: %d\n%s", res.StatusCode, page)
 		}
-		if res, _ := e.openLink(other, link, nil); res.StatusCode != http.StatusOK {
-			t.Fatalf("the link after a refused cross-site post: %d", res.StatusCode)
+		// Origin "null" (a sandboxed frame, a data: URL) is refused unless
+		// the browser says the form was same-origin, which is what it sends
+		// for this page's own form under Referrer-Policy: no-referrer.
+		for _, h := range []http.Header{
+			{"Origin": {"null"}},
+			{"Origin": {"null"}, "Sec-Fetch-Site": {"cross-site"}},
+		} {
+			if res, page := e.openLink(other, link, h); res.StatusCode != http.StatusForbidden || !strings.Contains(page, "csrf_failed") {
+				t.Fatalf("sign-in form with %v: %d\n%s", h, res.StatusCode, page)
+			}
+		}
+		if res, _ := e.openLink(other, link, http.Header{"Origin": {"null"}, "Sec-Fetch-Site": {"same-origin"}}); res.StatusCode != http.StatusOK {
+			t.Fatalf("the link's own form under no-referrer (Origin null, same-origin): %d", res.StatusCode)
 		}
 	})
 }
