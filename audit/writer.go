@@ -296,6 +296,15 @@ func (w *Writer) spill(rows []Entry, why string) {
 		return
 	}
 	if w.opts.AtFull == DropOldest {
+		// A batch larger than the whole spool keeps its newest rows: the
+		// bound holds even then, and what goes is still the oldest.
+		if over := int64(len(rows)) - w.opts.SpoolRows; over > 0 {
+			w.setFull(true)
+			w.dropped.Add(over)
+			w.log.Error("AUDIT ROWS DROPPED: a batch larger than the spool and the policy is drop-oldest",
+				"rows", over, "spool_bound", w.opts.SpoolRows)
+			rows = rows[over:]
+		}
 		w.makeRoom(int64(len(rows)))
 	}
 	if err := w.spool.Append(rows); err != nil {
