@@ -20,15 +20,7 @@ import (
 func outageStore(t *testing.T) (*dbtest.PostgresServer, *database.DB) {
 	t.Helper()
 	srv := dbtest.StartPostgres(t)
-	db, err := database.Open(context.Background(), srv.URL(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return srv, db
+	return srv, srv.Open()
 }
 
 // admitAndRecord runs one call through w as the gateway does.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/auth/authztest"
-	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/logtest"
 	"github.com/switchboardhq/switchboard/registry"
@@ -25,15 +24,7 @@ import (
 func outageRig(t *testing.T, as *authztest.Server) (*rig, *dbtest.PostgresServer) {
 	t.Helper()
 	srv := dbtest.StartPostgres(t)
-	db, err := database.Open(context.Background(), srv.URL(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return newRig(t, db, as), srv
+	return newRig(t, srv.Open(), as), srv
 }
 
 // TestWarmUserCallsSurviveOutage: with the store down past the provider

@@ -52,14 +52,7 @@ func TestOutageIsStoreUnavailable(t *testing.T) {
 	t.Parallel()
 	pg := dbtest.StartPostgres(t)
 	ctx := context.Background()
-	db, err := database.Open(ctx, pg.URL(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db := pg.Open()
 	if err := db.PingContext(ctx); err != nil { // a pooled connection, to be cut
 		t.Fatal(err)
 	}
@@ -70,7 +63,7 @@ func TestOutageIsStoreUnavailable(t *testing.T) {
 			t.Errorf("%s during the outage: %v, want store_unavailable", what, err)
 		}
 	}
-	err = db.QueryRowContext(ctx, `SELECT count(*) FROM tenants`).Scan(new(int))
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM tenants`).Scan(new(int))
 	check("query", err)
 	_, err = db.ExecContext(ctx, `INSERT INTO tenants (id, slug, name, created_at) VALUES ('t1', 'acme', 'A', CURRENT_TIMESTAMP)`)
 	check("exec", err)

@@ -1,6 +1,7 @@
 package dbtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/database"
 )
 
 // PostgresServer is a private PostgreSQL cluster owned by one test: its own
@@ -85,6 +88,21 @@ func StartPostgres(t testing.TB) *PostgresServer {
 // user postgres (trust authentication). It stays valid across Stop and Start.
 func (s *PostgresServer) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}
+
+// Open opens a pool on the cluster and applies the migrations; the pool
+// is closed at the test's cleanup.
+func (s *PostgresServer) Open() *database.DB {
+	s.t.Helper()
+	db, err := database.Open(context.Background(), s.URL(), "")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { db.Close() })
+	if _, err := db.Migrate(context.Background()); err != nil {
+		s.t.Fatal(err)
+	}
+	return db
 }
 
 // Port is the loopback TCP port the cluster listens on.
