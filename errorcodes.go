@@ -77,6 +77,9 @@ var errorCodes = map[string]CodeSpec{
 	// The store (database) is unreachable: every surface, every store.
 	"store_unavailable": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true, RetryAfter: StoreRetryAfter,
 		Message: "the database is temporarily unavailable; retry later"},
+	// A replica's /readyz during its shutdown delay (--shutdown-delay).
+	"shutting_down": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true,
+		Message: "this replica is shutting down; another one answers"},
 
 	// Transport and protocol errors (HTTP routing, bodies, JSON-RPC).
 	"route_not_found":        {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused, Message: "no such route"},
@@ -112,15 +115,23 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_admin_token":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
 	// The call path: tools, operations, the app's upstream credentials.
-	"invalid_arguments":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCInvalidParams},
-	"unknown_operation":       {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams},
-	"unknown_tool":            {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams}, // audited; the SDK answers it
-	"reconnect_required":      {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
+	"invalid_arguments":  {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCInvalidParams},
+	"unknown_operation":  {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams},
+	"unknown_tool":       {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams}, // audited; the SDK answers it
+	"reconnect_required": {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
+	// consent_required: the acting user has not set their own values of
+	// the instance's user-scope fields; ConnectURL is where they do.
+	"consent_required":        {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"auth_mode_not_available": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"connector_unavailable":   {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
-	"secret_not_set":          {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
-	"instance_changed":        {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused, Retryable: true},
-	"client_changed":          {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused, Retryable: true},
+	// local_capacity: every local MCP server slot of the tenant (or the
+	// server) is busy; requirement_unmet: a runtime a connector requires
+	// (NODE, PYTHON, DOCKER) is not installed on the server.
+	"local_capacity":    {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true},
+	"requirement_unmet": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
+	"secret_not_set":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
+	"instance_changed":  {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused, Retryable: true},
+	"client_changed":    {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused, Retryable: true},
 
 	// Upstream (vendor) answers; registry.UpstreamError carries these.
 	"rate_limited":         {Kind: ErrUnavailable, Status: http.StatusTooManyRequests, RPC: RPCRefused, Retryable: true},
@@ -143,6 +154,7 @@ var errorCodes = map[string]CodeSpec{
 	"provider_not_found":         {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"provider_not_configured":    {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"providers_unavailable":      {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true},
+	"operators_unavailable":      {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"invalid_provider":           {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
 	// Tenant API keys and roles (admin API).
@@ -171,11 +183,18 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_field":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"undeclared_field":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"missing_field":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"own_settings_only":     {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"user_field":            {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"no_user_fields":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"unknown_connector":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"unsupported_auth_mode": {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_query":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_limit":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_before":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_cursor":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_time":          {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_retention":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_usage_by":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"invalid_id":            {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"test_unavailable":      {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"audit_unavailable":     {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true},
@@ -195,15 +214,19 @@ var errorCodes = map[string]CodeSpec{
 	"invalid_session":      {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"session_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"csrf_failed":          {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"switch_refused":       {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"invalid_identity":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"oidc_not_configured":  {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"oidc_failed":          {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
 	"oidc_unavailable":     {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused, Retryable: true},
 	"not_a_member":         {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"tenant_required":      {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused},
 
 	// Catalog, connector packages and configuration (start-up and CLI).
 	"connector_not_found": {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"connector_invalid":   {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"connector_integrity": {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"connector_lint":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"catalog_invalid":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"catalog_signature":   {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"catalog_unsigned":    {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
@@ -246,7 +269,9 @@ type ErrorDetail struct {
 	Message      string `json:"message"`
 	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
 	// ConnectURL is, for reconnect_required, a connect link the user
-	// opens in a browser to connect again: short-lived and single-use.
+	// opens in a browser to connect again: short-lived and single-use;
+	// for consent_required, the page where the user sets their own
+	// values of the instance's user-scope fields.
 	ConnectURL string `json:"connectUrl,omitempty"`
 }
 

@@ -57,6 +57,9 @@ func (h *Handler) ServeOther(w http.ResponseWriter, r *http.Request) {
 // failure its status (429 for rate limits, 502 when the upstream failed or
 // was unreachable) with a bounded JSON error; a refused request 400, 401,
 // 403, 404 or 413 with a JSON error.
+// appSurface names App mode in the calls' metrics.
+var appSurface = &gateway.Surface{Name: "app", Protocol: "none"}
+
 func (h *Handler) ServeOperation(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tenantSlug, instanceSlug, opID := r.PathValue("tenant"), r.PathValue("instance"), r.PathValue("operationId")
@@ -66,7 +69,7 @@ func (h *Handler) ServeOperation(w http.ResponseWriter, r *http.Request) {
 		h.ServeOther(w, r)
 		return
 	}
-	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "app")
+	log := gateway.NewCallLog(h.logger, w, slog.String("tenant", tenantSlug), slog.String("instance", instanceSlug), slog.String("mode", "app"))
 	fail := func(err error) {
 		gateway.LogError(log, "app call failed", err)
 		switchboard.WriteError(w, err)
@@ -78,7 +81,7 @@ func (h *Handler) ServeOperation(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	log = log.With("agent", p.AgentID, "caller", string(p.Caller.ID))
+	log = log.With(slog.String("agent", p.AgentID), slog.String("caller", string(p.Caller.ID)))
 
 	args, err := readArgs(w, r)
 	if err != nil {
@@ -108,9 +111,9 @@ func (h *Handler) ServeOperation(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	log = log.With("operation", op.Name)
+	log = log.With(slog.String("operation", op.Name))
 
-	resp, err := h.g.Call(ctx, t, p, op, args)
+	resp, err := h.g.Call(gateway.WithSurface(ctx, appSurface), t, p, op, args)
 	if err != nil {
 		fail(err)
 		return

@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/switchboardhq/switchboard"
@@ -30,7 +31,7 @@ func TestSQLiteBusyIsStoreUnavailable(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO t VALUES ('a')`); err != nil {
 		t.Fatal(err)
 	}
-	other, err := openDB("sqlite", "file:"+path+"?_pragma=busy_timeout(50)&_txlock=immediate")
+	other, err := openDB("sqlite", "file:"+path+"?_pragma=busy_timeout(50)&_txlock=immediate", new(atomic.Int64))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,7 +33,14 @@ type DB struct {
 	Path string
 
 	url string // Postgres connection string, for LISTEN connections
+
+	statements *atomic.Int64
 }
+
+// Statements returns how many statements this pool has sent to the
+// backend since it was opened (queries and writes, not transaction
+// control): what the cache tests count round trips with.
+func (db *DB) Statements() int64 { return db.statements.Load() }
 
 // FileName is the embedded store's file inside the data directory.
 const FileName = "switchboard.db"
@@ -47,7 +55,8 @@ func Open(ctx context.Context, url, dataDir string) (*DB, error) {
 }
 
 func openPostgres(ctx context.Context, url string) (*DB, error) {
-	db, err := openDB("pgx", url)
+	n := new(atomic.Int64)
+	db, err := openDB("pgx", url, n)
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres: %w", err)
 	}
@@ -58,7 +67,7 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("connecting to postgres: %w", redactURL(err, url))
 	}
-	return &DB{DB: db, Dialect: Postgres, url: url}, nil
+	return &DB{DB: db, Dialect: Postgres, url: url, statements: n}, nil
 }
 
 // redactURL keeps a connection string, which may hold a password, out of
@@ -79,7 +88,8 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate&_time_format=sqlite"
-	db, err := openDB("sqlite", dsn)
+	n := new(atomic.Int64)
+	db, err := openDB("sqlite", dsn, n)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
@@ -91,7 +101,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("restricting %s: %w", path, err)
 	}
-	return &DB{DB: db, Dialect: SQLite, Path: path}, nil
+	return &DB{DB: db, Dialect: SQLite, Path: path, statements: n}, nil
 }
 
 // Migrate applies pending migrations and returns the versions applied.
@@ -120,6 +130,28 @@ type Querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Counts runs query, which selects a key and a count per row (SELECT k,
+// count(*) ... GROUP BY k), and returns the counts by key.
+func Counts[K ~string](ctx context.Context, q Querier, query string, args ...any) (map[K]int, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[K]int{}
+	for rows.Next() {
+		var (
+			k string
+			n int
+		)
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[K(k)] = n
+	}
+	return out, rows.Err()
 }
 
 // InTx runs fn in a transaction, committing when it returns nil and rolling

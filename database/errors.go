@@ -9,6 +9,7 @@ import (
 	"net"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -127,8 +128,9 @@ func hasNUL(v any) bool {
 	return rv.Kind() == reflect.String && strings.IndexByte(rv.String(), 0) >= 0
 }
 
-// openDB opens a pool of driverName through the classifying connector.
-func openDB(driverName, dsn string) (*sql.DB, error) {
+// openDB opens a pool of driverName through the classifying connector,
+// which counts every statement it runs in n.
+func openDB(driverName, dsn string, n *atomic.Int64) (*sql.DB, error) {
 	probe, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, err
@@ -141,7 +143,7 @@ func openDB(driverName, dsn string) (*sql.DB, error) {
 			return nil, err
 		}
 	}
-	return sql.OpenDB(connector{c}), nil
+	return sql.OpenDB(connector{c, n}), nil
 }
 
 // dsnConnector is the connector of a driver without one of its own.
@@ -153,8 +155,12 @@ type dsnConnector struct {
 func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
 func (c dsnConnector) Driver() driver.Driver                        { return c.d }
 
-// connector classifies the errors of connecting and of every connection.
-type connector struct{ c driver.Connector }
+// connector classifies the errors of connecting and of every connection,
+// and counts the statements they run (DB.Statements).
+type connector struct {
+	c driver.Connector
+	n *atomic.Int64
+}
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
@@ -166,14 +172,17 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 		}
 		return nil, Classify(err)
 	}
-	return &conn{dc}, nil
+	return &conn{dc, c.n}, nil
 }
 
 func (c connector) Driver() driver.Driver { return c.c.Driver() }
 
 // conn forwards to the driver's connection, classifying errors and
 // checking text arguments.
-type conn struct{ c driver.Conn }
+type conn struct {
+	c driver.Conn
+	n *atomic.Int64
+}
 
 func (c *conn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
@@ -192,7 +201,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 	if err != nil {
 		return nil, Classify(err)
 	}
-	return &stmt{s}, nil
+	return &stmt{s, c.n}, nil
 }
 
 func (c *conn) Close() error { return c.c.Close() }
@@ -226,6 +235,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := checkArgs(args); err != nil {
 		return nil, err
 	}
+	c.n.Add(1)
 	r, err := e.ExecContext(ctx, query, args)
 	return r, Classify(err)
 }
@@ -238,6 +248,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if err := checkArgs(args); err != nil {
 		return nil, err
 	}
+	c.n.Add(1)
 	r, err := q.QueryContext(ctx, query, args)
 	if err != nil {
 		return nil, Classify(err)
@@ -281,7 +292,10 @@ func (t tx) Rollback() error { return Classify(t.t.Rollback()) }
 
 // stmt classifies the errors of a prepared statement and checks its text
 // arguments.
-type stmt struct{ s driver.Stmt }
+type stmt struct {
+	s driver.Stmt
+	n *atomic.Int64
+}
 
 func (s *stmt) Close() error  { return s.s.Close() }
 func (s *stmt) NumInput() int { return s.s.NumInput() }
@@ -290,6 +304,7 @@ func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
 	if err := checkValues(args); err != nil {
 		return nil, err
 	}
+	s.n.Add(1)
 	//lint:ignore SA1019 the fallback database/sql itself uses
 	r, err := s.s.Exec(args)
 	return r, Classify(err)
@@ -299,6 +314,7 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 	if err := checkValues(args); err != nil {
 		return nil, err
 	}
+	s.n.Add(1)
 	//lint:ignore SA1019 the fallback database/sql itself uses
 	r, err := s.s.Query(args)
 	if err != nil {
@@ -312,6 +328,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		return nil, err
 	}
 	if e, ok := s.s.(driver.StmtExecContext); ok {
+		s.n.Add(1)
 		r, err := e.ExecContext(ctx, args)
 		return r, Classify(err)
 	}
@@ -326,6 +343,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 	if !ok {
 		return nil, driver.ErrSkip
 	}
+	s.n.Add(1)
 	r, err := q.QueryContext(ctx, args)
 	if err != nil {
 		return nil, Classify(err)

@@ -2,6 +2,7 @@ package database
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -17,6 +18,18 @@ func (db *DB) Notify(ctx context.Context, channel, payload string) error {
 		return nil
 	}
 	if _, err := db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("notifying %s: %w", channel, err)
+	}
+	return nil
+}
+
+// NotifyTx is Notify inside tx: Postgres delivers it when tx commits and
+// never if it rolls back, so a change and its notification go together.
+func (db *DB) NotifyTx(ctx context.Context, tx *sql.Tx, channel, payload string) error {
+	if !db.Dialect.Replicated() {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
 		return fmt.Errorf("notifying %s: %w", channel, err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -187,26 +188,26 @@ const maxToken = 512
 // Invitations lists the tenant's invitations and sign-in links that are
 // neither used nor expired, newest first.
 func (s *Store) Invitations(ctx context.Context, tenant switchboard.TenantID) ([]Invitation, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, kind, email, role, created_by, created_at, expires_at
-		FROM member_invitations WHERE tenant_id = $1 AND used_at IS NULL ORDER BY created_at DESC, id`, string(tenant))
-	if err != nil {
-		return nil, fmt.Errorf("listing invitations: %w", err)
-	}
-	defer rows.Close()
-	now := s.now()
-	out := []Invitation{}
-	for rows.Next() {
-		inv := Invitation{Tenant: tenant}
-		var role string
-		if err := rows.Scan(&inv.ID, &inv.Kind, &inv.Email, &role, &inv.CreatedBy, &inv.CreatedAt, &inv.ExpiresAt); err != nil {
-			return nil, fmt.Errorf("listing invitations: %w", err)
-		}
-		inv.Role, inv.CreatedAt, inv.ExpiresAt = Role(role), inv.CreatedAt.UTC(), inv.ExpiresAt.UTC()
-		if now.Before(inv.ExpiresAt) {
-			out = append(out, inv)
-		}
-	}
-	return out, rows.Err()
+	return switchboard.All(func(q switchboard.PageQuery) ([]Invitation, string, error) {
+		return s.InvitationsPage(ctx, tenant, q)
+	})
+}
+
+// InvitationsPage returns one page of the tenant's invitations and sign-in
+// links that are neither used nor expired, newest first, and the cursor
+// of the next page.
+func (s *Store) InvitationsPage(ctx context.Context, tenant switchboard.TenantID, q switchboard.PageQuery) ([]Invitation, string, error) {
+	return database.Page(ctx, s.db, "invitations:"+string(tenant), database.NewestFirst, q,
+		`SELECT id, kind, email, role, created_by, created_at, expires_at
+		FROM member_invitations WHERE tenant_id = $1 AND used_at IS NULL AND expires_at > $2`, []any{string(tenant), s.now()},
+		func(row database.Row) (Invitation, error) {
+			inv := Invitation{Tenant: tenant}
+			var role string
+			err := row.Scan(&inv.ID, &inv.Kind, &inv.Email, &role, &inv.CreatedBy, &inv.CreatedAt, &inv.ExpiresAt)
+			inv.Role, inv.CreatedAt, inv.ExpiresAt = Role(role), inv.CreatedAt.UTC(), inv.ExpiresAt.UTC()
+			return inv, err
+		},
+		func(inv Invitation) []any { return []any{inv.CreatedAt, inv.ID} })
 }
 
 // RevokeInvitation makes the tenant's unused invitation or link with id

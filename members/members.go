@@ -18,12 +18,12 @@ import (
 	"net/mail"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
+	"github.com/switchboardhq/switchboard/secrets"
 )
 
 // Role is what a member may do in their tenant (switchboard.Role, which
@@ -94,9 +94,10 @@ type Store struct {
 	opts  Options
 
 	// Removals are announced to onRemoval (see OnRemoval).
-	removalMu     sync.RWMutex
-	onRemoval     []func(Removal)
-	onNotifyError atomic.Pointer[func(error)]
+	removalMu sync.RWMutex
+	onRemoval []func(Removal)
+	// removals hears the removals other replicas log.
+	removals *database.ChangeListener
 }
 
 // NewStore returns the store over db, auditing through rec.
@@ -113,7 +114,7 @@ func NewStore(db *database.DB, rec audit.Recorder, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{db: db, audit: rec, opts: opts}
+	return &Store{db: db, audit: rec, opts: opts, removals: db.NewChangeListener(RemovalsChannel)}
 }
 
 // Options returns the store's options with their defaults filled in.
@@ -242,22 +243,58 @@ func (s *Store) memberByEmail(ctx context.Context, q database.Querier, tenant sw
 	return m, nil
 }
 
-// Members lists the tenant's members by email.
-func (s *Store) Members(ctx context.Context, tenant switchboard.TenantID) ([]Member, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+memberColumns+` FROM members WHERE tenant_id = $1 ORDER BY email`, string(tenant))
+// Membership is one tenant a person is a member of: their member row
+// and the tenant's slug and name.
+type Membership struct {
+	Member
+	TenantSlug string `json:"tenant_slug"`
+	TenantName string `json:"tenant_name"`
+}
+
+// Memberships lists the tenants email is a member of, by tenant slug (a
+// sign-in that names no tenant finds its tenant here).
+func (s *Store) Memberships(ctx context.Context, email string) ([]Membership, error) {
+	email, err := NormalizeEmail(email)
 	if err != nil {
-		return nil, fmt.Errorf("listing members: %w", err)
+		return nil, err
+	}
+	return s.memberships(ctx, `m.email = $1`, email)
+}
+
+// memberships lists the member rows (m) that match where, with their
+// tenants (t), by tenant slug.
+func (s *Store) memberships(ctx context.Context, where string, args ...any) ([]Membership, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT m.tenant_id, m.user_id, m.email, m.role, m.created_at, m.updated_at, t.slug, t.name
+		FROM members m JOIN tenants t ON t.id = m.tenant_id WHERE `+where+` ORDER BY t.slug`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing memberships: %w", err)
 	}
 	defer rows.Close()
-	out := []Member{}
+	out := []Membership{}
 	for rows.Next() {
-		m, err := scanMember(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing members: %w", err)
+		var ms Membership
+		var tenant, role string
+		if err := rows.Scan(&tenant, &ms.UserID, &ms.Email, &role, &ms.CreatedAt, &ms.UpdatedAt, &ms.TenantSlug, &ms.TenantName); err != nil {
+			return nil, fmt.Errorf("listing memberships: %w", err)
 		}
-		out = append(out, m)
+		ms.Tenant, ms.Role = switchboard.TenantID(tenant), Role(role)
+		ms.CreatedAt, ms.UpdatedAt = ms.CreatedAt.UTC(), ms.UpdatedAt.UTC()
+		out = append(out, ms)
 	}
 	return out, rows.Err()
+}
+
+// Members lists the tenant's members by email.
+func (s *Store) Members(ctx context.Context, tenant switchboard.TenantID) ([]Member, error) {
+	return switchboard.All(func(q switchboard.PageQuery) ([]Member, string, error) { return s.MembersPage(ctx, tenant, q) })
+}
+
+// MembersPage returns one page of the tenant's members, by email, and the
+// cursor of the next page.
+func (s *Store) MembersPage(ctx context.Context, tenant switchboard.TenantID, q switchboard.PageQuery) ([]Member, string, error) {
+	return database.Page(ctx, s.db, "members:"+string(tenant), database.By("email"), q,
+		`SELECT `+memberColumns+` FROM members WHERE tenant_id = $1`, []any{string(tenant)},
+		scanMember, func(m Member) []any { return []any{m.Email} })
 }
 
 // errLastOwner refuses a change that would leave a tenant without an owner.
@@ -337,10 +374,12 @@ func (s *Store) lockMember(ctx context.Context, tx *sql.Tx, tenant switchboard.T
 }
 
 // RemoveMember removes a member and ends all their sessions (their
-// session rows go with them, so no replica accepts them afterwards), and
+// session rows go with them, so no replica accepts them afterwards),
+// deletes their own values of user-scope fields on every instance, and
 // announces the removal (see OnRemoval) to what caches memberships.
 // Removing the last owner fails with last_owner.
 func (s *Store) RemoveMember(ctx context.Context, actor string, tenant switchboard.TenantID, userID string) error {
+	removal := Removal{Tenant: tenant, UserID: userID}
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		m, err := s.lockMember(ctx, tx, tenant, userID)
 		if err != nil {
@@ -357,12 +396,17 @@ func (s *Store) RemoveMember(ctx context.Context, actor string, tenant switchboa
 		if _, err := tx.ExecContext(ctx, `DELETE FROM members WHERE tenant_id = $1 AND user_id = $2`, string(tenant), userID); err != nil {
 			return fmt.Errorf("removing member: %w", err)
 		}
-		return nil
+		// Their own values of user-scope fields go with them, in the
+		// removal's transaction.
+		if _, err := secrets.DeleteUserRows(ctx, tx, tenant, userID); err != nil {
+			return err
+		}
+		return s.publish(ctx, tx, removal)
 	})
 	if err != nil {
 		return err
 	}
 	s.record(tenant, actor, userID, "member.remove")
-	s.announce(Removal{Tenant: tenant, UserID: userID})
+	s.deliver(removal)
 	return nil
 }

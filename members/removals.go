@@ -2,9 +2,9 @@ package members
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"slices"
-	"time"
 
 	"github.com/switchboardhq/switchboard"
 )
@@ -32,22 +32,17 @@ func (s *Store) OnRemoval(fn func(Removal)) {
 	s.onRemoval = append(s.onRemoval, fn)
 }
 
-// announce delivers r on this replica and publishes it to the others
-// (nothing to publish on the embedded store). The removal is committed
-// already; a failed publication goes to Listen's error handler.
-func (s *Store) announce(r Removal) {
-	s.deliver(r)
+// publish logs r inside tx, the removal's own transaction, and so tells
+// the other replicas when it commits, never if it rolls back
+// (database.DB.LogChangeTx): a replica whose listener was away reads it
+// from the log.
+func (s *Store) publish(ctx context.Context, tx *sql.Tx, r Removal) error {
 	payload, err := json.Marshal(r)
 	if err != nil {
-		return
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.db.Notify(ctx, RemovalsChannel, string(payload)); err != nil {
-		if onError := s.onNotifyError.Load(); onError != nil {
-			(*onError)(err)
-		}
-	}
+	_, err = s.db.LogChangeTx(ctx, tx, RemovalsChannel, payload)
+	return err
 }
 
 func (s *Store) deliver(r Removal) {
@@ -59,16 +54,18 @@ func (s *Store) deliver(r Removal) {
 	}
 }
 
+// MarkRemovals notes where the change log stands, before anything is
+// cached: the listener's first connection then replays the removals made
+// since instead of delivering Removal{All: true}.
+func (s *Store) MarkRemovals(ctx context.Context) error { return s.removals.Mark(ctx) }
+
 // Listen delivers the removals other replicas make to OnRemoval's
-// functions until ctx is done; after every (re)connection of its
-// listener it delivers Removal{All: true}, since removals made meanwhile
-// were not heard. It returns at once on the embedded store. Run it in its
-// own goroutine.
+// functions until ctx is done. After every connection of its listener it
+// replays the removals logged since the last one heard (or since
+// MarkRemovals); only when it cannot does it deliver Removal{All: true}.
+// It returns at once on the embedded store. Run it in its own goroutine.
 func (s *Store) Listen(ctx context.Context, onError func(error)) {
-	if onError != nil {
-		s.onNotifyError.Store(&onError)
-	}
-	s.db.Listen(ctx, RemovalsChannel, func(payload string) {
+	s.removals.Listen(ctx, func(payload string) {
 		var r Removal
 		if err := json.Unmarshal([]byte(payload), &r); err != nil || r.UserID == "" {
 			r = Removal{All: true}

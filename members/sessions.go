@@ -39,6 +39,12 @@ type Session struct {
 	// issued: rotate it (RotateSession) before acting on it, so that a
 	// privilege change always comes with a new session token.
 	Stale bool `json:"-"`
+	// Identity is what the session was signed in with: an OpenID Connect
+	// identity, or none (a one-time link). See identity.go.
+	Identity Identity `json:"-"`
+	// Operator marks the platform operator's session (operators.go): no
+	// tenant, no role, UserID ActorOperator.
+	Operator bool `json:"operator,omitempty"`
 }
 
 // errInvalidSession is the one answer to a session token that is unknown,
@@ -69,7 +75,7 @@ func (s *Store) CreateSession(ctx context.Context, tenant switchboard.TenantID, 
 			return err
 		}
 		now := s.now()
-		sess, token, err = s.insertSession(ctx, tx, m, now, now.Add(s.opts.SessionMax))
+		sess, token, err = s.insertSession(ctx, tx, m, Identity{}, now, now.Add(s.opts.SessionMax))
 		return err
 	})
 	if err != nil {
@@ -79,20 +85,21 @@ func (s *Store) CreateSession(ctx context.Context, tenant switchboard.TenantID, 
 	return sess, token, nil
 }
 
-func (s *Store) insertSession(ctx context.Context, q database.Querier, m Member, now, expires time.Time) (Session, secrets.Secret, error) {
+func (s *Store) insertSession(ctx context.Context, q database.Querier, m Member, id Identity, now, expires time.Time) (Session, secrets.Secret, error) {
 	sess := Session{ID: switchboard.NewID("ses_"), Tenant: m.Tenant, UserID: m.UserID, Role: m.Role,
-		CreatedAt: now, LastSeenAt: now, ExpiresAt: expires}
+		CreatedAt: now, LastSeenAt: now, ExpiresAt: expires, Identity: id}
 	token := tenants.NewToken(SessionTokenPrefix)
 	if _, err := q.ExecContext(ctx, `INSERT INTO member_sessions
-		(id, tenant_id, user_id, role, token_hash, created_at, last_seen_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		sess.ID, string(m.Tenant), m.UserID, string(m.Role), tenants.HashToken(token), now, now, expires); err != nil {
+		(id, tenant_id, user_id, role, token_hash, created_at, last_seen_at, expires_at, oidc_issuer, oidc_subject)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		sess.ID, string(m.Tenant), m.UserID, string(m.Role), tenants.HashToken(token), now, now, expires, id.Issuer, id.Subject); err != nil {
 		return Session{}, secrets.Secret{}, fmt.Errorf("storing the session: %w", err)
 	}
 	return sess, secrets.New(token), nil
 }
 
-const sessionColumns = `s.id, s.tenant_id, s.user_id, s.role, m.role, s.created_at, s.last_seen_at, s.expires_at, s.revoked_at`
+const sessionColumns = `s.id, s.tenant_id, s.user_id, s.role, m.role, s.created_at, s.last_seen_at, s.expires_at, s.revoked_at,
+	s.oidc_issuer, s.oidc_subject`
 
 func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	var (
@@ -100,7 +107,8 @@ func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 		tenant, issued, role string
 		revoked              sql.NullTime
 	)
-	if err := row.Scan(&sess.ID, &tenant, &sess.UserID, &issued, &role, &sess.CreatedAt, &sess.LastSeenAt, &sess.ExpiresAt, &revoked); err != nil {
+	if err := row.Scan(&sess.ID, &tenant, &sess.UserID, &issued, &role, &sess.CreatedAt, &sess.LastSeenAt, &sess.ExpiresAt, &revoked,
+		&sess.Identity.Issuer, &sess.Identity.Subject); err != nil {
 		return Session{}, err
 	}
 	if revoked.Valid {
@@ -153,34 +161,8 @@ func (s *Store) ResolveSession(ctx context.Context, token string) (Session, erro
 // revokes the old one; the caller sets the new token as the cookie. Use
 // it when a session is Stale (a privilege change).
 func (s *Store) RotateSession(ctx context.Context, token string) (Session, secrets.Secret, error) {
-	if token == "" || len(token) > maxToken {
-		return Session{}, secrets.Secret{}, errInvalidSession
-	}
-	var (
-		old, sess Session
-		fresh     secrets.Secret
-	)
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		old, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+`
-			FROM member_sessions s JOIN members m ON m.tenant_id = s.tenant_id AND m.user_id = s.user_id
-			WHERE s.token_hash = $1`+s.db.Dialect.LockRow(), tenants.HashToken(token)))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errInvalidSession
-		}
-		if err != nil {
-			return fmt.Errorf("loading session: %w", err)
-		}
-		now := s.now()
-		if !s.live(old, now) {
-			return errInvalidSession
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE member_sessions SET revoked_at = $1 WHERE id = $2`, now, old.ID); err != nil {
-			return fmt.Errorf("revoking the old session: %w", err)
-		}
-		m := Member{Tenant: old.Tenant, UserID: old.UserID, Role: old.Role}
-		sess, fresh, err = s.insertSession(ctx, tx, m, now, old.ExpiresAt)
-		return err
+	_, sess, fresh, err := s.replaceSession(ctx, token, func(_ *sql.Tx, old Session) (Member, error) {
+		return Member{Tenant: old.Tenant, UserID: old.UserID, Role: old.Role}, nil
 	})
 	if err != nil {
 		return Session{}, secrets.Secret{}, err
@@ -189,11 +171,72 @@ func (s *Store) RotateSession(ctx context.Context, token string) (Session, secre
 	return sess, fresh, nil
 }
 
-// SignOut revokes the session of token (sign-out of this browser). An
-// invalid token is not an error: the browser is signed out either way.
+// replaceSession ends the live session of token and starts one, in one
+// transaction, for the member that next returns given the old session
+// (an error from next changes nothing), with the old session's identity
+// and absolute expiry. It returns the old and the new session and the
+// new token.
+func (s *Store) replaceSession(ctx context.Context, token string, next func(tx *sql.Tx, old Session) (Member, error)) (Session, Session, secrets.Secret, error) {
+	if token == "" || len(token) > maxToken {
+		return Session{}, Session{}, secrets.Secret{}, errInvalidSession
+	}
+	var (
+		old, sess Session
+		fresh     secrets.Secret
+	)
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var (
+			now time.Time
+			err error
+		)
+		if old, now, err = s.lockLiveSession(ctx, tx, token); err != nil {
+			return err
+		}
+		m, err := next(tx, old)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE member_sessions SET revoked_at = $1 WHERE id = $2`, now, old.ID); err != nil {
+			return fmt.Errorf("revoking the old session: %w", err)
+		}
+		sess, fresh, err = s.insertSession(ctx, tx, m, old.Identity, now, old.ExpiresAt)
+		return err
+	})
+	if err != nil {
+		return Session{}, Session{}, secrets.Secret{}, err
+	}
+	return old, sess, fresh, nil
+}
+
+// lockLiveSession loads the live session of token inside tx, locking its
+// row, and returns it with the time it was read at; invalid_session when
+// it is unknown, revoked or expired.
+func (s *Store) lockLiveSession(ctx context.Context, tx *sql.Tx, token string) (Session, time.Time, error) {
+	sess, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+`
+		FROM member_sessions s JOIN members m ON m.tenant_id = s.tenant_id AND m.user_id = s.user_id
+		WHERE s.token_hash = $1`+s.db.Dialect.LockRow(), tenants.HashToken(token)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, time.Time{}, errInvalidSession
+	}
+	if err != nil {
+		return Session{}, time.Time{}, fmt.Errorf("loading session: %w", err)
+	}
+	now := s.now()
+	if !s.live(sess, now) {
+		return Session{}, time.Time{}, errInvalidSession
+	}
+	return sess, now, nil
+}
+
+// SignOut revokes the session of token (sign-out of this browser), a
+// member's or the operator's. An invalid token is not an error: the
+// browser is signed out either way.
 func (s *Store) SignOut(ctx context.Context, token string) error {
 	if token == "" || len(token) > maxToken {
 		return nil
+	}
+	if IsOperatorSession(token) {
+		return s.signOutOperator(ctx, token)
 	}
 	var tenant, userID string
 	err := s.db.QueryRowContext(ctx, `UPDATE member_sessions SET revoked_at = $1

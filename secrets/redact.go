@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // MinRedactLen is the shortest value a Redactor redacts: shorter values
@@ -32,11 +33,14 @@ const minEncodedLen = 8
 // the body and the body without line breaks.
 //
 // strings.Replacer does the replacing: it matches many needles in one pass.
+// It is built on the first replacement, since most text holds no secret
+// and a redactor lives as long as the instance it belongs to stays cached.
 // Writing the variants by hand is what no library does for us. A nil
 // Redactor redacts nothing.
 type Redactor struct {
 	values  []string // as given, for With
 	needles []string // every form, longest first
+	once    sync.Once
 	repl    *strings.Replacer
 }
 
@@ -61,12 +65,31 @@ func NewRedactor(values ...string) *Redactor {
 	// Longest first: strings.Replacer prefers earlier needles at a
 	// position, so a secret containing another is replaced whole.
 	slices.SortStableFunc(r.needles, func(a, b string) int { return len(b) - len(a) })
-	pairs := make([]string, 0, 2*len(r.needles))
-	for _, n := range r.needles {
-		pairs = append(pairs, n, Redacted)
-	}
-	r.repl = strings.NewReplacer(pairs...)
 	return r
+}
+
+// replacer returns the replacer of r's needles, built once.
+func (r *Redactor) replacer() *strings.Replacer {
+	r.once.Do(func() {
+		pairs := make([]string, 0, 2*len(r.needles))
+		for _, n := range r.needles {
+			pairs = append(pairs, n, Redacted)
+		}
+		r.repl = strings.NewReplacer(pairs...)
+	})
+	return r.repl
+}
+
+// Covers reports whether r redacts every one of values: each is one of
+// r's values or too short to be redacted at all. A redactor that covers a
+// call's credentials is that call's redactor as it is.
+func (r *Redactor) Covers(values ...Secret) bool {
+	for _, v := range values {
+		if s := v.Reveal(); len(s) >= MinRedactLen && (r == nil || !slices.Contains(r.values, s)) {
+			return false
+		}
+	}
+	return true
 }
 
 // With returns a redactor of r's values and values.
@@ -100,7 +123,7 @@ func (r *Redactor) String(s string) string {
 	if r == nil || len(r.needles) == 0 || !r.containsString(s) {
 		return s
 	}
-	return r.repl.Replace(s)
+	return r.replacer().Replace(s)
 }
 
 // Bytes is String for a byte slice; b is returned as is when it holds no
@@ -109,7 +132,7 @@ func (r *Redactor) Bytes(b []byte) []byte {
 	if r == nil || len(r.needles) == 0 || !r.containsBytes(b) {
 		return b
 	}
-	return []byte(r.repl.Replace(string(b)))
+	return []byte(r.replacer().Replace(string(b)))
 }
 
 // Header redacts the values of h in place.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -43,7 +44,9 @@ func NewStore(db *database.DB, keys *Keyring) *Store {
 // The exported methods of Store open their own transaction (or run one
 // statement); the ...Tx variants run inside a transaction another store
 // opened, so that its rows and their secret rows commit together (as
-// tenants and auth do). Every statement is in this file.
+// tenants and auth do). Every statement that writes is in this file; the
+// call path reads an instance's rows with the instance
+// (tenants.Store.InstanceForCall) and opens them here (OpenAll).
 
 // Put stores (or replaces) the value of ref.
 func (s *Store) Put(ctx context.Context, ref Ref, v Secret) error {
@@ -101,20 +104,91 @@ func (s *Store) GetAll(ctx context.Context, tenant switchboard.TenantID, owner s
 		return nil, fmt.Errorf("reading secrets of %s: %w", owner, err)
 	}
 	defer rows.Close()
-	out := map[string]Secret{}
+	var sealed []Sealed
 	for rows.Next() {
-		var (
-			name, keyID string
-			ct          []byte
-		)
-		if err := rows.Scan(&name, &keyID, &ct); err != nil {
+		var r Sealed
+		if err := rows.Scan(&r.Name, &r.KeyID, &r.Ciphertext); err != nil {
 			return nil, err
 		}
-		pt, err := s.keys.Open(Ref{Tenant: tenant, Owner: owner, Name: name}, keyID, ct)
+		sealed = append(sealed, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return s.OpenAll(tenant, owner, sealed)
+}
+
+// Sealed is one stored value as it is read, not yet opened: its name, the
+// key that sealed it and the ciphertext. A store that reads an owner's
+// rows with its own (tenants reads an instance and its fields in one
+// query) opens them with OpenAll when the values are needed.
+type Sealed struct {
+	Name       string
+	KeyID      string
+	Ciphertext []byte
+}
+
+// OpenAll decrypts the sealed rows of one owner, by name. A row that does
+// not open (another row's ciphertext, a key no longer held) is an error
+// wrapping ErrUndecryptable that names the row, never a value.
+func (s *Store) OpenAll(tenant switchboard.TenantID, owner string, sealed []Sealed) (map[string]Secret, error) {
+	out := make(map[string]Secret, len(sealed))
+	for _, r := range sealed {
+		v, err := s.Open(tenant, owner, r)
 		if err != nil {
 			return nil, err
 		}
-		out[name] = New(string(pt))
+		out[r.Name] = v
+	}
+	return out, nil
+}
+
+// Open decrypts one sealed row of owner; a row that does not open is an
+// error wrapping ErrUndecryptable.
+func (s *Store) Open(tenant switchboard.TenantID, owner string, r Sealed) (Secret, error) {
+	pt, err := s.keys.Open(Ref{Tenant: tenant, Owner: owner, Name: r.Name}, r.KeyID, r.Ciphertext)
+	if err != nil {
+		return Secret{}, err
+	}
+	return New(string(pt)), nil
+}
+
+// Row is a stored value as read, sealed, with when it was last written.
+type Row struct {
+	Sealed
+	UpdatedAt time.Time
+}
+
+// RowsOf returns the rows of each of owners of one tenant, sealed, by
+// owner and sorted by name, in one query: a page of instances is
+// rendered with one read of its field rows, not one per instance.
+func (s *Store) RowsOf(ctx context.Context, tenant switchboard.TenantID, owners []string) (map[string][]Row, error) {
+	out := make(map[string][]Row, len(owners))
+	if len(owners) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(owners)+1)
+	args = append(args, string(tenant))
+	marks := make([]string, len(owners))
+	for i, o := range owners {
+		args = append(args, o)
+		marks[i] = fmt.Sprintf("$%d", i+2)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT owner, name, key_id, ciphertext, updated_at FROM secrets
+		WHERE tenant_id = $1 AND owner IN (`+strings.Join(marks, ", ")+`) ORDER BY owner, name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading secrets of %d owners: %w", len(owners), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			owner string
+			r     Row
+		)
+		if err := rows.Scan(&owner, &r.Name, &r.KeyID, &r.Ciphertext, &r.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out[owner] = append(out[owner], r)
 	}
 	return out, rows.Err()
 }
@@ -239,4 +313,75 @@ func (s *Store) rotateBatch(ctx context.Context, limit int) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// userOwnerPrefix starts the owner of every user-scope row.
+const userOwnerPrefix = "user:"
+
+// UserOwner is the owner of one user's own values of an app instance
+// (the fields of scope user): one row per (tenant, instance, user,
+// field). Instance ids hold no colon, so the user id is everything after
+// the second colon.
+func UserOwner(instance, user string) string {
+	return userOwnerPrefix + instance + ":" + user
+}
+
+// userOfOwner returns the user of a user-scope owner, or false.
+func userOfOwner(owner string) (string, bool) {
+	rest, ok := strings.CutPrefix(owner, userOwnerPrefix)
+	if !ok {
+		return "", false
+	}
+	_, user, ok := strings.Cut(rest, ":")
+	return user, ok
+}
+
+// DeleteUserTx removes, inside tx, every user-scope row of user in
+// tenant, on every instance (a member's removal). It returns how many
+// owners it cleared.
+func (s *Store) DeleteUserTx(ctx context.Context, tx *sql.Tx, tenant switchboard.TenantID, user string) (int, error) {
+	return DeleteUserRows(ctx, tx, tenant, user)
+}
+
+// DeleteUserRows is DeleteUserTx for stores that hold no Store (the
+// members store runs it in a removal's transaction): deleting needs no
+// key.
+func DeleteUserRows(ctx context.Context, q database.Querier, tenant switchboard.TenantID, user string) (int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT owner FROM secrets WHERE tenant_id = $1 AND owner LIKE 'user:%'`, string(tenant))
+	if err != nil {
+		return 0, fmt.Errorf("listing user-scope secrets: %w", err)
+	}
+	var owners []string
+	for rows.Next() {
+		var owner string
+		if err := rows.Scan(&owner); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		if u, ok := userOfOwner(owner); ok && u == user {
+			owners = append(owners, owner)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, owner := range owners {
+		if err := (&Store{}).deleteOwner(ctx, q, tenant, owner); err != nil {
+			return 0, err
+		}
+	}
+	return len(owners), nil
+}
+
+// DeleteInstanceUsersTx removes, inside tx, every user's own values of
+// the instance (the instance's deletion).
+func (s *Store) DeleteInstanceUsersTx(ctx context.Context, tx *sql.Tx, tenant switchboard.TenantID, instance string) error {
+	prefix := userOwnerPrefix + instance + ":"
+	_, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE tenant_id = $1 AND substr(owner, 1, $2) = $3`,
+		string(tenant), len(prefix), prefix)
+	if err != nil {
+		return fmt.Errorf("deleting the instance's user-scope secrets: %w", err)
+	}
+	return nil
 }

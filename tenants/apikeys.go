@@ -178,20 +178,15 @@ func (k *APIKeys) Verify(ctx context.Context, token string) (*APIKey, error) {
 // List returns the tenant's keys, revoked and expired ones included,
 // newest first.
 func (k *APIKeys) List(ctx context.Context, tenant switchboard.TenantID) ([]*APIKey, error) {
-	rows, err := k.db.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id`, string(tenant))
-	if err != nil {
-		return nil, fmt.Errorf("listing API keys: %w", err)
-	}
-	defer rows.Close()
-	out := []*APIKey{}
-	for rows.Next() {
-		key, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing API keys: %w", err)
-		}
-		out = append(out, key)
-	}
-	return out, rows.Err()
+	return switchboard.All(func(q switchboard.PageQuery) ([]*APIKey, string, error) { return k.Page(ctx, tenant, q) })
+}
+
+// Page returns one page of the tenant's keys, revoked and expired ones
+// included, newest first, and the cursor of the next page.
+func (k *APIKeys) Page(ctx context.Context, tenant switchboard.TenantID, q switchboard.PageQuery) ([]*APIKey, string, error) {
+	return database.Page(ctx, k.db, "api_keys:"+string(tenant), database.NewestFirst, q,
+		`SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant_id = $1`, []any{string(tenant)},
+		scanAPIKey, func(key *APIKey) []any { return []any{key.CreatedAt, key.ID} })
 }
 
 // Revoke revokes one of the tenant's keys; revoking twice is fine. The

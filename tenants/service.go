@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -32,9 +33,15 @@ type Change struct {
 	Instance string `json:"instance,omitempty"`
 	// Caller is the changed (revoked) caller, if any.
 	Caller switchboard.CallerID `json:"caller,omitempty"`
+	// User, with Instance, says that only that user's own values of the
+	// instance's user-scope fields changed (see SetUserSettings).
+	User string `json:"user,omitempty"`
 	// All says that anything cached may be stale: drop it all. Sent when
 	// this replica may have missed changes made by others.
 	All bool `json:"all,omitempty"`
+	// Seq is the change's number in the change log, on notifications
+	// between replicas (0 on this replica's own deliveries).
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // ChangesChannel is the Postgres NOTIFY channel changes travel on between
@@ -45,6 +52,7 @@ const ChangesChannel = "switchboard_changes"
 // store: validation against the connector manifest, masking of secret
 // values, and change notification for caches.
 type Service struct {
+	lookPath func(string) (string, error)
 	store    *Store
 	catalog  Catalog
 	verifier atomic.Pointer[verifierBox]
@@ -52,12 +60,13 @@ type Service struct {
 	mu   sync.RWMutex
 	subs []func(Change)
 
-	onNotifyError atomic.Pointer[func(error)]
+	// listener hears the changes other replicas log.
+	listener *database.ChangeListener
 }
 
 // NewService returns a service over store validating against catalog.
 func NewService(store *Store, catalog Catalog) *Service {
-	return &Service{store: store, catalog: catalog}
+	return &Service{store: store, catalog: catalog, listener: store.db.NewChangeListener(ChangesChannel)}
 }
 
 // Verifier runs a connector's verification (verify before save) with a
@@ -86,6 +95,11 @@ type verifierBox struct{ v Verifier }
 // are activated unverified, and say so.
 func (s *Service) SetVerifier(v Verifier) { s.verifier.Store(&verifierBox{v}) }
 
+// SetLookPath replaces exec.LookPath in the install's check of the
+// runtimes mcp_local connectors require (registry.CheckRequires), for
+// tests. Call it before serving.
+func (s *Service) SetLookPath(fn func(string) (string, error)) { s.lookPath = fn }
+
 // Store returns the underlying store.
 func (s *Service) Store() *Store { return s.store }
 
@@ -96,23 +110,12 @@ func (s *Service) Subscribe(fn func(Change)) {
 	s.subs = append(s.subs, fn)
 }
 
-// notify tells this replica's subscribers at once, and the other
-// replicas through the store (Postgres NOTIFY; nothing to do on the
-// embedded store). The change itself is already committed; a failed
-// publication goes to Listen's error handler.
-func (s *Service) notify(c Change) {
+// delivered tells this replica's subscribers at once of a committed
+// change; the store logged it (and, on Postgres, notified the other
+// replicas) in the change's own transaction (Store.logChange).
+func (s *Service) delivered(c Change) {
+	c.Seq = 0
 	s.deliver(c)
-	payload, err := json.Marshal(c)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.store.db.Notify(ctx, ChangesChannel, string(payload)); err != nil {
-		if onError := s.onNotifyError.Load(); onError != nil {
-			(*onError)(err)
-		}
-	}
 }
 
 func (s *Service) deliver(c Change) {
@@ -124,20 +127,28 @@ func (s *Service) deliver(c Change) {
 	}
 }
 
+// MarkChanges notes where the change log stands, before anything is
+// cached: the listener's first connection then replays the changes made
+// since instead of emptying every cache (database.ChangeListener.Mark).
+func (s *Service) MarkChanges(ctx context.Context) error { return s.listener.Mark(ctx) }
+
 // Listen delivers the changes other replicas make to this replica's
-// subscribers until ctx is done; after every (re)connection of its
-// listener it delivers Change{All: true}, since changes made meanwhile
-// were not heard. It returns at once on the embedded store. Run it in its
-// own goroutine.
+// subscribers until ctx is done. After every connection of its listener
+// it replays the changes logged since the last one it heard (or since
+// MarkChanges); only when it cannot (no position known, the log pruned
+// past it) does it deliver Change{All: true}. An unparsable notification
+// goes to onError and is skipped. It returns at once on the embedded
+// store. Run it in its own goroutine.
 func (s *Service) Listen(ctx context.Context, onError func(error)) {
-	if onError != nil {
-		s.onNotifyError.Store(&onError)
-	}
-	s.store.db.Listen(ctx, ChangesChannel, func(payload string) {
+	s.listener.Listen(ctx, func(payload string) {
 		var c Change
 		if err := json.Unmarshal([]byte(payload), &c); err != nil {
-			c = Change{All: true}
+			if onError != nil {
+				onError(fmt.Errorf("skipped an unparsable change of %d bytes: %w", len(payload), err))
+			}
+			return
 		}
+		c.Seq = 0
 		s.deliver(c)
 	}, func() { s.deliver(Change{All: true}) }, onError)
 }
@@ -158,7 +169,14 @@ func (s *Service) CreateTenant(ctx context.Context, slug, name string) (*Tenant,
 	if len(name) > 200 {
 		return nil, invalid("invalid_name", "name must be at most 200 characters")
 	}
-	return s.store.CreateTenant(ctx, slug, name)
+	// Caches may remember the slug as unknown.
+	var c Change
+	t, err := s.store.createTenant(ctx, slug, name, &c)
+	if err != nil {
+		return nil, err
+	}
+	s.delivered(c)
+	return t, nil
 }
 
 // Tenant returns a tenant by slug.
@@ -169,6 +187,12 @@ func (s *Service) Tenant(ctx context.Context, slug string) (*Tenant, error) {
 // ListTenants returns every tenant.
 func (s *Service) ListTenants(ctx context.Context) ([]*Tenant, error) {
 	return s.store.ListTenants(ctx)
+}
+
+// TenantsPage returns one page of the tenants, by slug, and the cursor of
+// the next page.
+func (s *Service) TenantsPage(ctx context.Context, q switchboard.PageQuery) ([]*Tenant, string, error) {
+	return s.store.TenantsPage(ctx, q)
 }
 
 // InstallRequest is the desired state of an instance: it replaces the
@@ -205,6 +229,9 @@ type FieldView struct {
 	// Value is shown for fields the manifest does not mark secret.
 	Value     string     `json:"value,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	// User marks a field of scope user: each member sets their own value
+	// (never shown here, never set by an install).
+	User bool `json:"user,omitempty"`
 }
 
 // InstanceView is an instance as the admin API shows it.
@@ -316,10 +343,13 @@ func (s *Service) install(ctx context.Context, t *Tenant, slug string, req Insta
 		return nil, false, invalid("unknown_connector", "connector %q is not in the catalog", req.ConnectorID)
 	}
 	m := &conn.Manifest
+	if err := registry.CheckRequires(m, s.lookPath); err != nil {
+		return nil, false, err
+	}
 	if req.AuthMode == "" && len(m.Auth.Modes) > 0 {
 		req.AuthMode = m.Auth.Modes[0]
 	}
-	if !m.SupportsMode(req.AuthMode) {
+	if !m.SupportsMode(req.AuthMode) && !(len(m.Auth.Modes) == 0 && req.AuthMode == "") {
 		return nil, false, invalid("unsupported_auth_mode", "connector %s supports auth modes %s, not %q",
 			m.ID, strings.Join(m.Auth.Modes, ", "), req.AuthMode)
 	}
@@ -339,9 +369,15 @@ func (s *Service) install(ctx context.Context, t *Tenant, slug string, req Insta
 	var undeclared []string
 	set := map[string]secrets.Secret{}
 	var clear []string
+	var own []string
 	for name, v := range req.Fields {
-		if _, ok := m.Field(name); !ok {
+		f, ok := m.Field(name)
+		if !ok {
 			undeclared = append(undeclared, name)
+			continue
+		}
+		if m.UserField(f) {
+			own = append(own, name)
 			continue
 		}
 		if v == nil || v.IsZero() {
@@ -360,10 +396,15 @@ func (s *Service) install(ctx context.Context, t *Tenant, slug string, req Insta
 		return nil, false, invalid("undeclared_field", "connector %s does not declare field(s) %s; it declares %s",
 			m.ID, strings.Join(undeclared, ", "), fieldNames(m))
 	}
+	if len(own) > 0 {
+		sort.Strings(own)
+		return nil, false, invalid("user_field", "field(s) %s of connector %s are each user's own: every member sets their own values (PUT .../instances/%s/settings), an install sets none",
+			strings.Join(own, ", "), m.ID, slug)
+	}
 	check := func(stored map[string]bool) error {
 		var missing []string
 		for _, f := range m.Env {
-			if f.Required && f.Default == "" && !stored[f.Name] {
+			if f.Required && f.Default == "" && !stored[f.Name] && !m.UserField(f) {
 				missing = append(missing, f.Name)
 			}
 		}
@@ -376,16 +417,17 @@ func (s *Service) install(ctx context.Context, t *Tenant, slug string, req Insta
 	if err != nil {
 		return nil, false, err
 	}
-	in, created, err := s.store.PutInstance(ctx, t.ID, InstanceChange{
+	change := Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug}
+	in, created, err := s.store.putInstance(ctx, t.ID, InstanceChange{
 		Slug: slug, ConnectorID: m.ID, ConnectorVersion: m.Version, AuthMode: req.AuthMode,
 		Agents: agents, Set: pl.set, Clear: pl.clear, Check: check,
 		AuthState: pl.state, Verification: pl.verification, IfRevision: &pl.rev,
-	})
+	}, &change)
 	if err != nil {
 		return nil, false, err
 	}
 	if created || in.Revision != pl.rev {
-		s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug})
+		s.delivered(change)
 	}
 	view, err := s.view(ctx, in)
 	return view, created, err
@@ -547,35 +589,63 @@ func truncate(s string, n int) string {
 // whose value does not decrypt is shown as FieldUndecryptable and the
 // instance as needing attention.
 func (s *Service) view(ctx context.Context, in *Instance) (*InstanceView, error) {
-	metas, err := s.store.secrets.List(ctx, in.TenantID, in.SecretOwner())
+	views, err := s.views(ctx, in.TenantID, []*Instance{in})
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]secrets.Meta{}
-	for _, m := range metas {
-		byName[m.Name] = m
+	return views[0], nil
+}
+
+// views renders instances of one tenant (view) with one read of all
+// their field rows.
+func (s *Service) views(ctx context.Context, tenant switchboard.TenantID, ins []*Instance) ([]*InstanceView, error) {
+	owners := make([]string, len(ins))
+	for i, in := range ins {
+		owners[i] = in.SecretOwner()
+	}
+	rows, err := s.store.secrets.RowsOf(ctx, tenant, owners)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*InstanceView, len(ins))
+	for i, in := range ins {
+		out[i] = s.viewOf(in, rows[owners[i]])
+	}
+	return out, nil
+}
+
+// viewOf renders in with its field rows.
+func (s *Service) viewOf(in *Instance, rows []secrets.Row) *InstanceView {
+	byName := map[string]secrets.Row{}
+	for _, r := range rows {
+		byName[r.Name] = r
 	}
 	v := &InstanceView{Instance: in, Fields: []FieldView{}}
 	conn, ok := s.catalog.Connector(in.ConnectorID)
 	if !ok {
-		return v, nil
+		return v
 	}
 	// Every stored row is opened, secret or not, so that one that does
 	// not decrypt is reported before a call trips over it.
-	var (
-		values map[string]secrets.Secret
-		bad    []string
-	)
-	if len(metas) > 0 {
-		if values, bad, err = s.store.FieldValues(ctx, in); err != nil {
-			return nil, err
+	values := map[string]secrets.Secret{}
+	var bad []string
+	for _, r := range rows {
+		if val, err := s.store.secrets.Open(in.TenantID, in.SecretOwner(), r.Sealed); err != nil {
+			bad = append(bad, r.Name)
+		} else {
+			values[r.Name] = val
 		}
 	}
 	for _, f := range conn.Manifest.Env {
 		fv := FieldView{Name: f.Name, Secret: f.Secret, State: FieldUnset}
-		if meta, ok := byName[f.Name]; ok {
+		if conn.Manifest.UserField(f) {
+			fv.User = true
+			v.Fields = append(v.Fields, fv)
+			continue
+		}
+		if row, ok := byName[f.Name]; ok {
 			fv.Set, fv.State = true, FieldSet
-			at := meta.UpdatedAt
+			at := row.UpdatedAt
 			fv.UpdatedAt = &at
 			switch {
 			case slices.Contains(bad, f.Name):
@@ -589,7 +659,7 @@ func (s *Service) view(ctx context.Context, in *Instance) (*InstanceView, error)
 		}
 		v.Fields = append(v.Fields, fv)
 	}
-	return v, nil
+	return v
 }
 
 // Instance returns one instance of a tenant, fields masked.
@@ -607,23 +677,27 @@ func (s *Service) Instance(ctx context.Context, tenantSlug, slug string) (*Insta
 
 // ListInstances returns a tenant's instances, fields masked.
 func (s *Service) ListInstances(ctx context.Context, tenantSlug string) ([]*InstanceView, error) {
+	return switchboard.All(func(q switchboard.PageQuery) ([]*InstanceView, string, error) {
+		return s.InstancesPage(ctx, tenantSlug, q)
+	})
+}
+
+// InstancesPage returns one page of a tenant's instances, by slug, fields
+// masked, and the cursor of the next page.
+func (s *Service) InstancesPage(ctx context.Context, tenantSlug string, q switchboard.PageQuery) ([]*InstanceView, string, error) {
 	t, err := s.store.Tenant(ctx, tenantSlug)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	ins, err := s.store.ListInstances(ctx, t.ID)
+	ins, next, err := s.store.InstancesPage(ctx, t.ID, q)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]*InstanceView, 0, len(ins))
-	for _, in := range ins {
-		v, err := s.view(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
+	out, err := s.views(ctx, t.ID, ins)
+	if err != nil {
+		return nil, "", err
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // DeleteInstance deletes an instance and its secret rows.
@@ -632,10 +706,11 @@ func (s *Service) DeleteInstance(ctx context.Context, tenantSlug, slug string) e
 	if err != nil {
 		return err
 	}
-	if _, err := s.store.DeleteInstance(ctx, t.ID, slug); err != nil {
+	change := Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug}
+	if _, err := s.store.deleteInstance(ctx, t.ID, slug, &change); err != nil {
 		return err
 	}
-	s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Instance: slug})
+	s.delivered(change)
 	return nil
 }
 
@@ -676,8 +751,15 @@ func (s *Service) CreateCaller(ctx context.Context, tenantSlug string, req Calle
 	if err := validUserMode(req); err != nil {
 		return nil, secrets.Secret{}, err
 	}
-	return s.store.CreateCaller(ctx, t.ID, Caller{Name: req.Name, Kind: req.Kind, Trusted: req.Trusted, AgentID: req.AgentID,
-		UserID: req.UserID, UserMode: req.UserMode, ExternalSubjects: req.ExternalSubjects})
+	// Caches may remember the new token as unknown.
+	change := Change{Tenant: t.ID, TenantSlug: t.Slug}
+	c, token, err := s.store.createCaller(ctx, t.ID, Caller{Name: req.Name, Kind: req.Kind, Trusted: req.Trusted, AgentID: req.AgentID,
+		UserID: req.UserID, UserMode: req.UserMode, ExternalSubjects: req.ExternalSubjects}, &change)
+	if err != nil {
+		return nil, secrets.Secret{}, err
+	}
+	s.delivered(change)
+	return c, token, nil
 }
 
 // validUserMode checks how the caller of req establishes its user: a
@@ -709,13 +791,21 @@ func validUserMode(req CallerRequest) error {
 	return nil
 }
 
-// ListCallers returns a tenant's callers.
+// ListCallers returns every caller of a tenant, newest first.
 func (s *Service) ListCallers(ctx context.Context, tenantSlug string) ([]*Caller, error) {
+	return switchboard.All(func(q switchboard.PageQuery) ([]*Caller, string, error) {
+		return s.CallersPage(ctx, tenantSlug, q)
+	})
+}
+
+// CallersPage returns one page of a tenant's callers, newest first, and
+// the cursor of the next page.
+func (s *Service) CallersPage(ctx context.Context, tenantSlug string, q switchboard.PageQuery) ([]*Caller, string, error) {
 	t, err := s.store.Tenant(ctx, tenantSlug)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return s.store.ListCallers(ctx, t.ID)
+	return s.store.CallersPage(ctx, t.ID, q)
 }
 
 // RevokeCaller revokes a caller; caches drop it at once.
@@ -724,10 +814,11 @@ func (s *Service) RevokeCaller(ctx context.Context, tenantSlug string, id switch
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.store.RevokeCaller(ctx, t.ID, id)
+	change := Change{Tenant: t.ID, TenantSlug: t.Slug, Caller: id}
+	c, err := s.store.revokeCaller(ctx, t.ID, id, &change)
 	if err != nil {
 		return nil, err
 	}
-	s.notify(Change{Tenant: t.ID, TenantSlug: t.Slug, Caller: id})
+	s.delivered(change)
 	return c, nil
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -25,11 +27,20 @@ type Store struct {
 	db      *database.DB
 	secrets *secrets.Store
 	now     func() time.Time
+	// shared holds the tenants CachedTenant returned, by slug.
+	shared *lru.Cache[string, *Tenant]
 }
+
+// maxCachedTenants bounds CachedTenant's cache: a tenant is about 200
+// bytes with its LRU entry, so 100,000 (the scale issue 19 aims at, every
+// tenant with a warm instance) hold about 20 MB. A tenant evicted here
+// while cached targets still point at it would be read, and held, twice.
+const maxCachedTenants = 100_000
 
 // NewStore returns a store over db writing field values to sec.
 func NewStore(db *database.DB, sec *secrets.Store) *Store {
-	return &Store{db: db, secrets: sec, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
+	shared, _ := lru.New[string, *Tenant](maxCachedTenants)
+	return &Store{db: db, secrets: sec, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }, shared: shared}
 }
 
 // Secrets returns the secret store the tenant store writes field values to.
@@ -41,9 +52,24 @@ func notFound(what, name string) error {
 
 // CreateTenant creates a tenant; a taken slug is a conflict.
 func (s *Store) CreateTenant(ctx context.Context, slug, name string) (*Tenant, error) {
+	return s.createTenant(ctx, slug, name, nil)
+}
+
+// createTenant creates a tenant and, when log is not nil, logs it as the
+// change (filled with the tenant) in the same transaction (logChange).
+func (s *Store) createTenant(ctx context.Context, slug, name string, log *Change) (*Tenant, error) {
 	t := &Tenant{ID: switchboard.TenantID(switchboard.NewID("ten_")), Slug: slug, Name: name, CreatedAt: s.now()}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO tenants (id, slug, name, created_at) VALUES ($1, $2, $3, $4)`,
-		string(t.ID), t.Slug, t.Name, t.CreatedAt)
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tenants (id, slug, name, created_at) VALUES ($1, $2, $3, $4)`,
+			string(t.ID), t.Slug, t.Name, t.CreatedAt); err != nil {
+			return err
+		}
+		if log == nil {
+			return nil
+		}
+		log.Tenant, log.TenantSlug = t.ID, t.Slug
+		return s.logChange(ctx, tx, log)
+	})
 	if database.IsUniqueViolation(err) {
 		return nil, switchboard.E(switchboard.ErrConflict, "tenant_exists", "tenant %q already exists", slug)
 	}
@@ -53,51 +79,111 @@ func (s *Store) CreateTenant(ctx context.Context, slug, name string) (*Tenant, e
 	return t, nil
 }
 
+// logChange writes c to the change log inside tx, the transaction of the
+// change itself, so that either both commit or neither, and sets c.Seq;
+// on Postgres the other replicas are notified when tx commits
+// (database.DB.LogChangeTx).
+func (s *Store) logChange(ctx context.Context, tx *sql.Tx, c *Change) error {
+	c.Seq = 0
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	c.Seq, err = s.db.LogChangeTx(ctx, tx, ChangesChannel, payload)
+	return err
+}
+
 // Tenant returns the tenant with the given slug.
 func (s *Store) Tenant(ctx context.Context, slug string) (*Tenant, error) {
+	return s.tenantWhere(ctx, "slug", slug)
+}
+
+// CachedTenant is Tenant for the call path: a tenant found once is kept
+// (bounded LRU) and the same *Tenant is returned to every caller, which
+// must not modify it. That is correct because a tenant row never changes
+// once created (no statement updates or deletes one); an unknown slug is
+// not kept here (the gateway remembers unknown ones, and forgets them on
+// the tenant's creation).
+func (s *Store) CachedTenant(ctx context.Context, slug string) (*Tenant, error) {
+	if t, ok := s.shared.Get(slug); ok {
+		return t, nil
+	}
+	t, err := s.Tenant(ctx, slug)
+	if err != nil {
+		return nil, err
+	}
+	s.shared.Add(slug, t)
+	return t, nil
+}
+
+// TenantByID returns the tenant with the given id (sessions name tenants
+// by id).
+func (s *Store) TenantByID(ctx context.Context, id switchboard.TenantID) (*Tenant, error) {
+	return s.tenantWhere(ctx, "id", string(id))
+}
+
+// tenantWhere returns the tenant whose col (slug or id, both unique) is v.
+func (s *Store) tenantWhere(ctx context.Context, col, v string) (*Tenant, error) {
 	var t Tenant
-	err := s.db.QueryRowContext(ctx, `SELECT id, slug, name, created_at FROM tenants WHERE slug = $1`, slug).
+	err := s.db.QueryRowContext(ctx, `SELECT id, slug, name, created_at FROM tenants WHERE `+col+` = $1`, v).
 		Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("tenant", slug)
+		return nil, notFound("tenant", v)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("loading tenant %s: %w", slug, err)
+		return nil, fmt.Errorf("loading tenant %s: %w", v, err)
 	}
 	return &t, nil
 }
 
 // ListTenants returns every tenant, by slug.
 func (s *Store) ListTenants(ctx context.Context) ([]*Tenant, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, slug, name, created_at FROM tenants ORDER BY slug`)
+	return switchboard.All(func(q switchboard.PageQuery) ([]*Tenant, string, error) { return s.TenantsPage(ctx, q) })
+}
+
+// TenantsPage returns one page of the tenants, by slug, and the cursor of
+// the next page.
+func (s *Store) TenantsPage(ctx context.Context, q switchboard.PageQuery) ([]*Tenant, string, error) {
+	return database.Page(ctx, s.db, "tenants", database.By("slug"), q,
+		`SELECT id, slug, name, created_at FROM tenants WHERE TRUE`, nil,
+		func(row database.Row) (*Tenant, error) {
+			var t Tenant
+			err := row.Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt)
+			t.CreatedAt = t.CreatedAt.UTC()
+			return &t, err
+		},
+		func(t *Tenant) []any { return []any{t.Slug} })
+}
+
+// InstanceCounts returns the number of instances of every tenant that has
+// any, by tenant id (the operator's tenants overview).
+func (s *Store) InstanceCounts(ctx context.Context) (map[switchboard.TenantID]int, error) {
+	counts, err := database.Counts[switchboard.TenantID](ctx, s.db, `SELECT tenant_id, count(*) FROM instances GROUP BY tenant_id`)
 	if err != nil {
-		return nil, fmt.Errorf("listing tenants: %w", err)
+		return nil, fmt.Errorf("counting instances: %w", err)
 	}
-	defer rows.Close()
-	out := []*Tenant{}
-	for rows.Next() {
-		var t Tenant
-		if err := rows.Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, &t)
-	}
-	return out, rows.Err()
+	return counts, nil
 }
 
 const instanceColumns = `id, tenant_id, slug, connector_id, connector_version, auth_mode, agents, revision, created_at, updated_at,
 	auth_state, verify_kind, verify_message, verify_details, verified_at`
 
 func scanInstance(row interface{ Scan(...any) error }) (*Instance, error) {
+	return scanInstanceWith(row)
+}
+
+// scanInstanceWith scans a row of instanceColumns, and into extra the
+// columns a query adds after them.
+func scanInstanceWith(row interface{ Scan(...any) error }, extra ...any) (*Instance, error) {
 	var (
 		in       Instance
 		agents   string
 		details  string
 		verified sql.NullTime
 	)
-	if err := row.Scan(&in.ID, &in.TenantID, &in.Slug, &in.ConnectorID, &in.ConnectorVersion, &in.AuthMode,
+	if err := row.Scan(append([]any{&in.ID, &in.TenantID, &in.Slug, &in.ConnectorID, &in.ConnectorVersion, &in.AuthMode,
 		&agents, &in.Revision, &in.CreatedAt, &in.UpdatedAt,
-		&in.AuthState, &in.Verification.Kind, &in.Verification.Message, &details, &verified); err != nil {
+		&in.AuthState, &in.Verification.Kind, &in.Verification.Message, &details, &verified}, extra...)...); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(agents), &in.Agents); err != nil {
@@ -134,22 +220,68 @@ func (s *Store) instance(ctx context.Context, q database.Querier, tenant switchb
 	return in, nil
 }
 
-// ListInstances returns the tenant's instances, by slug.
-func (s *Store) ListInstances(ctx context.Context, tenant switchboard.TenantID) ([]*Instance, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE tenant_id = $1 ORDER BY slug`, string(tenant))
+// InstanceForCall returns the tenant's instance with the given slug and
+// its field rows, still sealed, in one query: what the call path loads
+// for an instance it does not hold. The values are opened
+// (secrets.Store.OpenAll) only when a call needs them, after
+// validateAgent.
+func (s *Store) InstanceForCall(ctx context.Context, tenant switchboard.TenantID, slug string) (*Instance, []secrets.Sealed, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+instanceColumnsOf("i")+`, f.name, f.key_id, f.ciphertext
+		FROM instances i LEFT JOIN secrets f ON f.tenant_id = i.tenant_id AND f.owner = '`+InstanceOwner("")+`' || i.id
+		WHERE i.tenant_id = $1 AND i.slug = $2`, string(tenant), slug)
 	if err != nil {
-		return nil, fmt.Errorf("listing instances: %w", err)
+		return nil, nil, fmt.Errorf("loading instance %s: %w", slug, err)
 	}
 	defer rows.Close()
-	out := []*Instance{}
+	var (
+		in     *Instance
+		sealed = []secrets.Sealed{}
+	)
 	for rows.Next() {
-		in, err := scanInstance(rows)
+		var (
+			name, keyID sql.NullString
+			ct          []byte
+		)
+		row, err := scanInstanceWith(rows, &name, &keyID, &ct)
 		if err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("loading instance %s: %w", slug, err)
 		}
-		out = append(out, in)
+		if in == nil {
+			in = row
+		}
+		if name.Valid {
+			sealed = append(sealed, secrets.Sealed{Name: name.String, KeyID: keyID.String, Ciphertext: ct})
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("loading instance %s: %w", slug, err)
+	}
+	if in == nil {
+		return nil, nil, notFound("instance", slug)
+	}
+	return in, sealed, nil
+}
+
+// instanceColumnsOf is instanceColumns qualified by the alias a.
+func instanceColumnsOf(a string) string {
+	cols := strings.Split(instanceColumns, ",")
+	for i, c := range cols {
+		cols[i] = a + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// ListInstances returns the tenant's instances, by slug.
+func (s *Store) ListInstances(ctx context.Context, tenant switchboard.TenantID) ([]*Instance, error) {
+	return switchboard.All(func(q switchboard.PageQuery) ([]*Instance, string, error) { return s.InstancesPage(ctx, tenant, q) })
+}
+
+// InstancesPage returns one page of the tenant's instances, by slug, and
+// the cursor of the next page.
+func (s *Store) InstancesPage(ctx context.Context, tenant switchboard.TenantID, q switchboard.PageQuery) ([]*Instance, string, error) {
+	return database.Page(ctx, s.db, "instances:"+string(tenant), database.By("slug"), q,
+		`SELECT `+instanceColumns+` FROM instances WHERE tenant_id = $1`, []any{string(tenant)},
+		scanInstance, func(in *Instance) []any { return []any{in.Slug} })
 }
 
 // InstanceChange is the desired state of an instance for PutInstance.
@@ -205,6 +337,12 @@ func sameRow(cur *Instance, ch InstanceChange, state string) bool {
 // that would leave the row and the field rows as they are writes nothing:
 // revision and updated_at stay.
 func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch InstanceChange) (*Instance, bool, error) {
+	return s.putInstance(ctx, tenant, ch, nil)
+}
+
+// putInstance is PutInstance; when log is not nil and the instance was
+// written, it logs log in the same transaction (logChange).
+func (s *Store) putInstance(ctx context.Context, tenant switchboard.TenantID, ch InstanceChange, log *Change) (*Instance, bool, error) {
 	agents, err := json.Marshal(ch.Agents)
 	if err != nil {
 		return nil, false, err
@@ -274,6 +412,7 @@ func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch
 		case created:
 		case len(ch.Set) == 0 && len(ch.Clear) == 0 && sameRow(cur, ch, state):
 			out = cur // nothing to write
+			log = nil
 		default:
 			res, err := tx.ExecContext(ctx, `UPDATE instances SET connector_id = $1, connector_version = $2, auth_mode = $3,
 				agents = $4, revision = revision + 1, updated_at = $5, auth_state = $6, verify_kind = $7,
@@ -315,7 +454,12 @@ func (s *Store) PutInstance(ctx context.Context, tenant switchboard.TenantID, ch
 			for _, m := range metas {
 				stored[m.Name] = true
 			}
-			return ch.Check(stored)
+			if err := ch.Check(stored); err != nil {
+				return err
+			}
+		}
+		if log != nil {
+			return s.logChange(ctx, tx, log)
 		}
 		return nil
 	})
@@ -360,6 +504,12 @@ func (s *Store) FieldValues(ctx context.Context, in *Instance) (map[string]secre
 
 // DeleteInstance deletes the instance and every secret row it owns.
 func (s *Store) DeleteInstance(ctx context.Context, tenant switchboard.TenantID, slug string) (*Instance, error) {
+	return s.deleteInstance(ctx, tenant, slug, nil)
+}
+
+// deleteInstance is DeleteInstance; when log is not nil, it logs log in
+// the same transaction (logChange).
+func (s *Store) deleteInstance(ctx context.Context, tenant switchboard.TenantID, slug string, log *Change) (*Instance, error) {
 	var in *Instance
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -369,8 +519,13 @@ func (s *Store) DeleteInstance(ctx context.Context, tenant switchboard.TenantID,
 		if err := s.secrets.DeleteOwnerTx(ctx, tx, tenant, in.SecretOwner()); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE id = $1 AND tenant_id = $2`, string(in.ID), string(tenant))
-		return err
+		if err := s.secrets.DeleteInstanceUsersTx(ctx, tx, tenant, string(in.ID)); err != nil {
+			return err
+		}
+		if _, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE id = $1 AND tenant_id = $2`, string(in.ID), string(tenant)); err != nil || log == nil {
+			return err
+		}
+		return s.logChange(ctx, tx, log)
 	})
 	return in, err
 }
@@ -397,6 +552,12 @@ func NewToken(prefix string) string {
 // CreateCaller issues a caller credential and returns it with the token,
 // which is not stored and cannot be shown again.
 func (s *Store) CreateCaller(ctx context.Context, tenant switchboard.TenantID, c Caller) (*Caller, secrets.Secret, error) {
+	return s.createCaller(ctx, tenant, c, nil)
+}
+
+// createCaller is CreateCaller; when log is not nil, it logs log (filled
+// with the caller's id) in the same transaction (logChange).
+func (s *Store) createCaller(ctx context.Context, tenant switchboard.TenantID, c Caller, log *Change) (*Caller, secrets.Secret, error) {
 	token := NewToken(TokenPrefix)
 	c.ID = switchboard.CallerID(switchboard.NewID("cal_"))
 	c.TenantID = tenant
@@ -405,10 +566,16 @@ func (s *Store) CreateCaller(ctx context.Context, tenant switchboard.TenantID, c
 	if c.UserMode == "" {
 		c.UserMode = UserFixed
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO callers (id, tenant_id, name, kind, trusted, agent_id, user_id, token_hash, created_at, user_mode, external_subjects)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		string(c.ID), string(tenant), c.Name, c.Kind, c.Trusted, c.AgentID, c.UserID, HashToken(token), c.CreatedAt,
-		c.UserMode, strings.Join(c.ExternalSubjects, "\n"))
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO callers (id, tenant_id, name, kind, trusted, agent_id, user_id, token_hash, created_at, user_mode, external_subjects)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			string(c.ID), string(tenant), c.Name, c.Kind, c.Trusted, c.AgentID, c.UserID, HashToken(token), c.CreatedAt,
+			c.UserMode, strings.Join(c.ExternalSubjects, "\n")); err != nil || log == nil {
+			return err
+		}
+		log.Caller = c.ID
+		return s.logChange(ctx, tx, log)
+	})
 	if database.IsForeignKeyViolation(err) {
 		return nil, secrets.Secret{}, notFound("tenant", string(tenant))
 	}
@@ -418,17 +585,21 @@ func (s *Store) CreateCaller(ctx context.Context, tenant switchboard.TenantID, c
 	return &c, secrets.New(token), nil
 }
 
-const callerColumns = `id, tenant_id, name, kind, trusted, agent_id, user_id, created_at, revoked_at, user_mode, external_subjects`
+const callerColumns = `id, tenant_id, name, kind, trusted, agent_id, user_id, created_at, revoked_at, user_mode, external_subjects, last_used_at`
 
 func scanCaller(row interface{ Scan(...any) error }) (*Caller, error) {
 	var (
-		c        Caller
-		revoked  sql.NullTime
-		external string
+		c             Caller
+		revoked, used sql.NullTime
+		external      string
 	)
 	if err := row.Scan(&c.ID, &c.TenantID, &c.Name, &c.Kind, &c.Trusted, &c.AgentID, &c.UserID, &c.CreatedAt, &revoked,
-		&c.UserMode, &external); err != nil {
+		&c.UserMode, &external, &used); err != nil {
 		return nil, err
+	}
+	if used.Valid {
+		t := used.Time.UTC()
+		c.LastUsedAt = &t
 	}
 	if external != "" {
 		c.ExternalSubjects = strings.Split(external, "\n")
@@ -455,33 +626,54 @@ func (s *Store) CallerByToken(ctx context.Context, token string) (*Caller, error
 	return c, nil
 }
 
-// ListCallers returns the tenant's callers, newest first.
-func (s *Store) ListCallers(ctx context.Context, tenant switchboard.TenantID) ([]*Caller, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+callerColumns+` FROM callers WHERE tenant_id = $1 ORDER BY created_at DESC, id`, string(tenant))
-	if err != nil {
-		return nil, fmt.Errorf("listing callers: %w", err)
+// CallerTouchInterval is how often, at most, a server records a caller's
+// use (TouchCaller): a caller calling continuously costs one write a
+// minute per server, not one per call.
+const CallerTouchInterval = time.Minute
+
+// TouchCaller records that caller id authenticated a call at at; an
+// earlier time never overwrites a later one (servers touch in any order).
+func (s *Store) TouchCaller(ctx context.Context, id switchboard.CallerID, at time.Time) error {
+	at = at.UTC().Truncate(time.Microsecond)
+	if _, err := s.db.ExecContext(ctx, `UPDATE callers SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`,
+		at, string(id)); err != nil {
+		return fmt.Errorf("recording a caller's use: %w", err)
 	}
-	defer rows.Close()
-	out := []*Caller{}
-	for rows.Next() {
-		c, err := scanCaller(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return nil
+}
+
+// CallersPage returns one page of the tenant's callers, newest first, and
+// the cursor of the next page.
+func (s *Store) CallersPage(ctx context.Context, tenant switchboard.TenantID, q switchboard.PageQuery) ([]*Caller, string, error) {
+	return database.Page(ctx, s.db, "callers:"+string(tenant), database.NewestFirst, q,
+		`SELECT `+callerColumns+` FROM callers WHERE tenant_id = $1`, []any{string(tenant)},
+		scanCaller, func(c *Caller) []any { return []any{c.CreatedAt, string(c.ID)} })
 }
 
 // RevokeCaller revokes one of the tenant's callers. Revoking twice is fine.
 func (s *Store) RevokeCaller(ctx context.Context, tenant switchboard.TenantID, id switchboard.CallerID) (*Caller, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE callers SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND tenant_id = $3`,
-		s.now(), string(id), string(tenant))
+	return s.revokeCaller(ctx, tenant, id, nil)
+}
+
+// revokeCaller is RevokeCaller; when log is not nil, it logs log in the
+// same transaction (logChange).
+func (s *Store) revokeCaller(ctx context.Context, tenant switchboard.TenantID, id switchboard.CallerID, log *Change) (*Caller, error) {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE callers SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND tenant_id = $3`,
+			s.now(), string(id), string(tenant))
+		if err != nil {
+			return fmt.Errorf("revoking caller: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound("caller", string(id))
+		}
+		if log == nil {
+			return nil
+		}
+		return s.logChange(ctx, tx, log)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("revoking caller: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil, notFound("caller", string(id))
+		return nil, err
 	}
 	return scanCaller(s.db.QueryRowContext(ctx, `SELECT `+callerColumns+` FROM callers WHERE id = $1 AND tenant_id = $2`, string(id), string(tenant)))
 }

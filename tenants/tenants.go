@@ -129,4 +129,7 @@ type Caller struct {
 	ExternalSubjects []string   `json:"external_subjects,omitempty"`
 	CreatedAt        time.Time  `json:"created_at"`
 	RevokedAt        *time.Time `json:"revoked_at,omitempty"`
+	// LastUsedAt is when the caller's token last authenticated a call,
+	// recorded at most once per CallerTouchInterval and server.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 }

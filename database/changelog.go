@@ -1,0 +1,191 @@
+package database
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// The change log (table change_log) numbers the changes replicas tell each
+// other of, per NOTIFY channel: a change's row is written in the change's
+// own transaction (LogChangeTx), and its notification carries the row's
+// sequence, so that a listener that was away (its connection dropped)
+// reads what it missed from the log instead of dropping every cache
+// (ChangeListener).
+
+// changeLogKept is how long the change log keeps a change: a listener
+// away longer empties its caches instead of replaying.
+const changeLogKept = time.Hour
+
+// replayMargin is how far before its last sequence a reconnecting
+// listener reads again: sequences are taken before commit, so a lower one
+// may commit after a higher one was heard (delivering a change twice is
+// harmless: it invalidates).
+const replayMargin = 100
+
+// LogChangeTx writes payload, a JSON object, to the change log of channel
+// inside tx, the transaction of the change itself, so that either both
+// commit or neither, and returns its sequence. On Postgres it also
+// notifies channel with the payload and its sequence ({"seq":N,...}),
+// which Postgres delivers only when tx commits. One change in a thousand
+// prunes the log.
+func (db *DB) LogChangeTx(ctx context.Context, tx *sql.Tx, channel string, payload []byte) (int64, error) {
+	if len(payload) < 2 || payload[0] != '{' {
+		return 0, errors.New("a logged change must be a JSON object")
+	}
+	now := time.Now().UTC()
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO change_log (channel, payload, created_at) VALUES ($1, $2, $3) RETURNING seq`,
+		channel, string(payload), now).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("logging a change: %w", err)
+	}
+	if seq%1000 == 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM change_log WHERE created_at < $1`, now.Add(-changeLogKept)); err != nil {
+			return 0, fmt.Errorf("pruning the change log: %w", err)
+		}
+	}
+	return seq, db.NotifyTx(ctx, tx, channel, withSeq(payload, seq))
+}
+
+// withSeq is the JSON object payload with "seq" first.
+func withSeq(payload []byte, seq int64) string {
+	head := `{"seq":` + strconv.FormatInt(seq, 10)
+	if rest := string(payload[1:]); len(rest) > 1 && rest != "}" {
+		return head + "," + rest
+	}
+	return head + "}"
+}
+
+// ChangeListener delivers the changes of one channel, logged by
+// LogChangeTx, to a replica: each notification as it comes, and, after a
+// reconnection, the changes logged while it was away.
+type ChangeListener struct {
+	db      *DB
+	channel string
+	// last is the sequence of the last change heard; known says there is
+	// one (Mark, or a first connection).
+	last  atomic.Int64
+	known atomic.Bool
+}
+
+// NewChangeListener returns the listener of channel's changes.
+func (db *DB) NewChangeListener(channel string) *ChangeListener {
+	return &ChangeListener{db: db, channel: channel}
+}
+
+// Mark notes where the log stands: the listener's first connection then
+// replays the changes logged since, instead of dropping everything. Call
+// it before anything is cached (when the server starts serving). On the
+// embedded store it does nothing.
+func (l *ChangeListener) Mark(ctx context.Context) error {
+	if !l.db.Dialect.Replicated() {
+		return nil
+	}
+	var last int64
+	if err := l.db.QueryRowContext(ctx, `SELECT COALESCE(max(seq), 0) FROM change_log`).Scan(&last); err != nil {
+		return fmt.Errorf("reading the change log: %w", err)
+	}
+	l.raise(last)
+	l.known.Store(true)
+	return nil
+}
+
+// Listen calls deliver with every change's payload (a JSON object with
+// its "seq") until ctx is done. After every connection of its listener it
+// replays the changes logged since the last one heard (or since Mark);
+// only when it cannot (no position known yet, the log was pruned past it
+// or cannot be read) does it call all, which must drop everything the
+// changes would have invalidated. A notification without a sequence is
+// reported to onError and skipped. It returns at once on the embedded
+// store. Run it in its own goroutine.
+func (l *ChangeListener) Listen(ctx context.Context, deliver func(payload string), all func(), onError func(error)) {
+	l.db.Listen(ctx, l.channel, func(payload string) {
+		var head struct {
+			Seq int64 `json:"seq"`
+		}
+		if err := json.Unmarshal([]byte(payload), &head); err != nil || head.Seq <= 0 {
+			// Not a change a replica of this version sends: emptying
+			// every cache for it would cost a stampede of lookups, so it
+			// is reported and skipped. (Its content is not logged.)
+			if onError != nil {
+				onError(fmt.Errorf("skipped an unparsable change notification of %d bytes on %s", len(payload), l.channel))
+			}
+			return
+		}
+		l.raise(head.Seq)
+		deliver(payload)
+	}, func() { l.resync(deliver, all, onError) }, onError)
+}
+
+// resync runs after every connection of the listener.
+func (l *ChangeListener) resync(deliver func(string), all func(), onError func(error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	report := func(err error) {
+		if onError != nil {
+			onError(fmt.Errorf("replaying missed changes on %s, dropping every cache instead: %w", l.channel, err))
+		}
+		all()
+	}
+	if !l.known.Load() {
+		if err := l.Mark(ctx); err != nil && onError != nil {
+			onError(err)
+		}
+		all()
+		return
+	}
+	last := l.last.Load()
+	var oldest sql.NullInt64
+	if err := l.db.QueryRowContext(ctx, `SELECT min(seq) FROM change_log`).Scan(&oldest); err != nil {
+		report(err)
+		return
+	}
+	if oldest.Valid && oldest.Int64 > last+1 {
+		report(errors.New("the change log was pruned past the last change heard"))
+		return
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT seq, payload FROM change_log WHERE channel = $1 AND seq > $2 ORDER BY seq`,
+		l.channel, last-replayMargin)
+	if err != nil {
+		report(err)
+		return
+	}
+	type change struct {
+		seq     int64
+		payload []byte
+	}
+	var missed []change
+	for rows.Next() {
+		var c change
+		if err := rows.Scan(&c.seq, &c.payload); err != nil {
+			rows.Close()
+			report(err)
+			return
+		}
+		missed = append(missed, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		report(err)
+		return
+	}
+	for _, c := range missed {
+		l.raise(c.seq)
+		deliver(withSeq(c.payload, c.seq))
+	}
+}
+
+// raise records seq as heard, if it is the highest yet.
+func (l *ChangeListener) raise(seq int64) {
+	for {
+		cur := l.last.Load()
+		if seq <= cur || l.last.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
