@@ -13,8 +13,13 @@ package audit
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -45,10 +50,19 @@ type Entry struct {
 	// reached.
 	Status    int   `json:"status"`
 	LatencyUs int64 `json:"latency_us"`
+	// jgrp is the journal write holding the row, until the row is in the
+	// store or the spool (Journal.Release).
+	jgrp *jgroup
 }
 
 // Store reads and writes audit rows.
-type Store struct{ db *database.DB }
+type Store struct {
+	db *database.DB
+	// RetentionDays is how long the operator keeps rows (Retain), and the
+	// most a tenant may keep them (SetTenantRetention); 0 is
+	// DefaultRetentionDays.
+	RetentionDays int
+}
 
 // NewStore returns a store over db.
 func NewStore(db *database.DB) *Store { return &Store{db: db} }
@@ -76,73 +90,387 @@ func clip(s string) string {
 // Insert writes entries in one transaction. Entries without an ID or a
 // time get one. A row whose ID is already stored is skipped, so replaying
 // a batch (from the spool, after an uncertain commit) writes each row once.
+//
+// Rows go in as few statements as possible, since the statement count,
+// not the row count, was most of the audit's cost under load (a quarter
+// of the server's CPU, per-row statements): on PostgreSQL one INSERT
+// ... SELECT FROM unnest() of one array per column, whatever the batch
+// size; on SQLite multi-row INSERTs of sqliteRows rows with positional
+// parameters.
 func (s *Store) Insert(ctx context.Context, entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	for i := range entries {
 		e := &entries[i]
-		if e.ID == "" {
-			e.ID = switchboard.NewID("aud_")
-		}
 		if e.Time.IsZero() {
 			e.Time = time.Now().UTC()
 		}
+		if e.ID == "" {
+			e.ID = NewID(e.Time)
+		}
 	}
-	// One prepared statement per batch, executed per row: parsing the
-	// statement for every row cost a quarter of the server's CPU under
-	// load, and a multi-row INSERT with hundreds of $N parameters is
-	// slower still on SQLite (named-parameter lookup).
 	return s.db.InTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit_log
-			(id, at, tenant_id, instance, caller_id, agent_id, actor, subject, tool, action, outcome, status, latency_us)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-			ON CONFLICT (id) DO NOTHING`)
-		if err != nil {
-			return fmt.Errorf("preparing audit insert: %w", err)
+		if s.db.Dialect == database.Postgres {
+			return insertPostgres(ctx, tx, entries)
 		}
-		defer stmt.Close()
-		for i := range entries {
-			e := &entries[i]
-			if _, err := stmt.ExecContext(ctx, e.ID, e.Time.UTC(), string(e.Tenant), clip(e.Instance), clip(e.Caller), clip(e.Agent),
-				clip(e.Actor), clip(e.Subject), clip(e.Tool), clip(e.Action), clip(e.Outcome), e.Status, e.LatencyUs); err != nil {
-				return fmt.Errorf("writing audit row: %w", err)
-			}
-		}
-		return nil
+		return insertSQLite(ctx, tx, entries)
 	})
 }
 
-// Query selects a tenant's rows, newest first.
-type Query struct {
-	// Limit defaults to 100 and is at most 1000.
-	Limit int
-	// Before, when set, returns only rows older than it.
-	Before time.Time
-	// Instance, when set, keeps the rows of that instance slug.
-	Instance string
-	// User, when set, keeps the rows whose actor or subject is that user.
-	User string
+const insertColumns = `INSERT INTO audit_log
+	(id, at, tenant_id, instance, caller_id, agent_id, actor, subject, tool, action, outcome, status, latency_us)`
+
+// insertPostgres writes entries with one statement: one array parameter
+// per column, unnested into rows.
+func insertPostgres(ctx context.Context, tx *sql.Tx, entries []Entry) error {
+	n := len(entries)
+	var (
+		ids, tenants, instances, callers, agents, actors, subjects, tools, actions, outcomes = make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ats       = make([]time.Time, n)
+		statuses  = make([]int32, n)
+		latencies = make([]int64, n)
+	)
+	for i := range entries {
+		e := &entries[i]
+		ids[i], ats[i], tenants[i] = e.ID, e.Time.UTC(), string(e.Tenant)
+		instances[i], callers[i], agents[i] = clip(e.Instance), clip(e.Caller), clip(e.Agent)
+		actors[i], subjects[i], tools[i] = clip(e.Actor), clip(e.Subject), clip(e.Tool)
+		actions[i], outcomes[i], statuses[i], latencies[i] = clip(e.Action), clip(e.Outcome), int32(e.Status), e.LatencyUs
+	}
+	// The rows the INSERT took (not the replayed ones it skipped) are
+	// counted into the usage rollup by the same statement, in key order
+	// so that two writers lock the rollup's rows in the same order.
+	_, err := tx.ExecContext(ctx, `WITH ins AS (`+insertColumns+`
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bigint[])
+		ON CONFLICT (id, at) DO NOTHING
+		RETURNING tenant_id, at, instance, agent_id, outcome, tool, caller_id)
+	INSERT INTO audit_usage (tenant_id, day, instance, agent_id, outcome, calls)
+		SELECT tenant_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), instance, agent_id, outcome, count(*)
+		FROM ins WHERE NOT `+changeRow+`
+		GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+	ON CONFLICT (tenant_id, day, instance, agent_id, outcome) DO UPDATE SET calls = audit_usage.calls + excluded.calls`,
+		ids, ats, tenants, instances, callers, agents, actors, subjects, tools, actions, outcomes, statuses, latencies)
+	if err != nil {
+		return fmt.Errorf("writing audit rows: %w", err)
+	}
+	return nil
 }
 
-// List returns a tenant's audit rows, newest first.
+// sqliteRows is the most rows of one SQLite INSERT: 13 parameters each,
+// far below SQLite's bound on parameters.
+const sqliteRows = 64
+
+// insertSQLite writes entries in multi-row INSERTs of sqliteRows rows, one
+// prepared statement for the full chunks.
+func insertSQLite(ctx context.Context, tx *sql.Tx, entries []Entry) error {
+	var full *sql.Stmt
+	defer func() {
+		if full != nil {
+			full.Close()
+		}
+	}()
+	args := make([]any, 0, 13*min(len(entries), sqliteRows))
+	taken := make(map[string]bool, len(entries))
+	usage := map[usageKey]int64{}
+	for len(entries) > 0 {
+		chunk := entries[:min(len(entries), sqliteRows)]
+		entries = entries[len(chunk):]
+		args = args[:0]
+		for i := range chunk {
+			e := &chunk[i]
+			args = append(args, e.ID, e.Time.UTC(), string(e.Tenant), clip(e.Instance), clip(e.Caller), clip(e.Agent),
+				clip(e.Actor), clip(e.Subject), clip(e.Tool), clip(e.Action), clip(e.Outcome), e.Status, e.LatencyUs)
+		}
+		var (
+			rows *sql.Rows
+			err  error
+		)
+		if len(chunk) == sqliteRows {
+			if full == nil {
+				if full, err = tx.PrepareContext(ctx, sqliteInsert(sqliteRows)); err != nil {
+					return fmt.Errorf("preparing audit insert: %w", err)
+				}
+			}
+			rows, err = full.QueryContext(ctx, args...)
+		} else {
+			rows, err = tx.QueryContext(ctx, sqliteInsert(len(chunk)), args...)
+		}
+		if err != nil {
+			return fmt.Errorf("writing audit rows: %w", err)
+		}
+		// The ids the INSERT took, not the replayed ones it skipped, are
+		// counted into the usage rollup.
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("writing audit rows: %w", err)
+			}
+			taken[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("writing audit rows: %w", err)
+		}
+		for i := range chunk {
+			if e := &chunk[i]; taken[e.ID] && !isChange(e) {
+				usage[usageKey{string(e.Tenant), e.Time.UTC().Format(time.DateOnly), clip(e.Instance), clip(e.Agent), clip(e.Outcome)}]++
+			}
+		}
+	}
+	return addUsageSQLite(ctx, tx, usage)
+}
+
+// usageKey is one row of the usage rollup.
+type usageKey struct{ tenant, day, instance, agent, outcome string }
+
+// isChange reports whether e is a change row (changeRow), which the usage
+// rollup does not count.
+func isChange(e *Entry) bool {
+	return (e.Tool == "members" || e.Tool == "admin") && e.Caller == ""
+}
+
+// addUsageSQLite adds counts to the usage rollup.
+func addUsageSQLite(ctx context.Context, tx *sql.Tx, usage map[usageKey]int64) error {
+	if len(usage) == 0 {
+		return nil
+	}
+	st, err := tx.PrepareContext(ctx, `INSERT INTO audit_usage (tenant_id, day, instance, agent_id, outcome, calls)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant_id, day, instance, agent_id, outcome) DO UPDATE SET calls = calls + excluded.calls`)
+	if err != nil {
+		return fmt.Errorf("counting audit usage: %w", err)
+	}
+	defer st.Close()
+	for k, n := range usage {
+		if _, err := st.ExecContext(ctx, k.tenant, k.day, k.instance, k.agent, k.outcome, n); err != nil {
+			return fmt.Errorf("counting audit usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// sqliteInsert is the INSERT of n rows with positional parameters.
+func sqliteInsert(n int) string {
+	var b strings.Builder
+	b.WriteString(insertColumns)
+	b.WriteString(" VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
+	}
+	b.WriteString(" ON CONFLICT (id) DO NOTHING RETURNING id")
+	return b.String()
+}
+
+// NewID returns the ID of an audit row made at t: "aud_", the time in
+// fixed-width hex microseconds, then 64 random bits. Time-ordered IDs go
+// to the end of the primary key's index instead of a random page of it
+// (random IDs made each insert touch a cold page), and the random part
+// keeps two rows of one microsecond, or of two replicas, apart.
+func NewID(t time.Time) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	var us [16]byte
+	hexTime := strconv.AppendUint(us[:0], uint64(t.UnixMicro()), 16)
+	var buf [4 + 14 + 16]byte // built on the stack: one allocation, the string
+	id := append(buf[:0], "aud_"...)
+	id = append(id, "00000000000000"[min(len(hexTime), 14):]...)
+	id = append(id, hexTime...)
+	return string(hex.AppendEncode(id, b[:]))
+}
+
+// Query selects a tenant's rows, newest first. Every filter left empty
+// keeps every row.
+type Query struct {
+	// Limit defaults to 100 and is at most MaxLimit.
+	Limit int
+	// Cursor continues a listing: a Page's Older or Newer cursor, opaque
+	// to the client. It holds the (time, id) of the row it continues
+	// from, so rows that share a time are neither skipped nor repeated.
+	Cursor string
+	// Before, when set, returns only rows older than it (the API's former
+	// cursor, still accepted; it skips the rows that share the time of the
+	// page's last row, so prefer Cursor).
+	Before time.Time
+	// From and To, when set, keep the rows at or after From and before To.
+	From, To time.Time
+	// Instance, when set, keeps the rows of that instance slug.
+	Instance string
+	// Agent, when set, keeps the rows of that agent id.
+	Agent string
+	// User, when set, keeps the rows whose actor or subject is that user:
+	// how members are shown their own rows only.
+	User string
+	// Outcome, when set, keeps the rows with that outcome ("ok" or an
+	// error code); OutcomeFailed keeps every row whose outcome is not ok.
+	Outcome string
+	// Kind, when set, keeps agent calls (KindCalls) or changes made by
+	// people (KindChanges).
+	Kind string
+}
+
+// Kinds of row. Changes are the rows the server records for what people
+// and keys change (members, sessions, API keys, connect links, grants:
+// tool "members" or "admin", no caller); every other row is an agent
+// call, refused ones included.
+const (
+	KindCalls   = "calls"
+	KindChanges = "changes"
+)
+
+// changeRow is the SQL condition of a change row.
+const changeRow = "(tool IN ('members', 'admin') AND caller_id = '')"
+
+// OutcomeFailed is the Outcome filter of every failed call.
+const OutcomeFailed = "!ok"
+
+// MaxLimit bounds a page.
+const MaxLimit = 1000
+
+// Page is one page of a listing, newest first, and the cursors of the
+// pages around it.
+type Page struct {
+	Entries []Entry `json:"entries"`
+	// Older continues with the rows older than the page's last one; empty
+	// when there are none.
+	Older string `json:"next_cursor,omitempty"`
+	// Newer goes back to the rows newer than the page's first one; empty
+	// when there are none (or, on the first page, not looked for).
+	Newer string `json:"prev_cursor,omitempty"`
+}
+
+var errCursor = switchboard.E(switchboard.ErrInvalid, "invalid_cursor",
+	"cursor is not one this server gave out: start again from the first page")
+
+// cursor is a position in a listing: the (time, id) of a row, and which
+// way to go from it. Encoded as base64url("o|<RFC 3339 time>|<id>") (or
+// "n|" for newer): opaque to clients, who only pass it back.
+type cursor struct {
+	newer bool
+	at    time.Time
+	id    string
+}
+
+func (c cursor) String() string {
+	dir := "o"
+	if c.newer {
+		dir = "n"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(dir + "|" + c.at.UTC().Format(time.RFC3339Nano) + "|" + c.id))
+}
+
+func parseCursor(s string) (cursor, error) {
+	if len(s) > 4*maxField {
+		return cursor{}, errCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, errCursor
+	}
+	parts := strings.SplitN(string(b), "|", 3)
+	if len(parts) != 3 || (parts[0] != "o" && parts[0] != "n") || parts[2] == "" || len(parts[2]) > maxField {
+		return cursor{}, errCursor
+	}
+	at, err := time.Parse(time.RFC3339Nano, parts[1])
+	if err != nil {
+		return cursor{}, errCursor
+	}
+	return cursor{newer: parts[0] == "n", at: at.UTC(), id: parts[2]}, nil
+}
+
+// List returns a tenant's audit rows, newest first: the entries of
+// Page.
 func (s *Store) List(ctx context.Context, tenant switchboard.TenantID, q Query) ([]Entry, error) {
+	p, err := s.Page(ctx, tenant, q)
+	return p.Entries, err
+}
+
+// Page returns one page of a tenant's audit rows, newest first, with the
+// cursors of the older and newer pages. Paging is keyset-based on
+// (time, id), the order of the index it reads, so a walk through every
+// page returns every row exactly once even when many rows share a time
+// (and rows written meanwhile do not shift the pages). A cursor that is
+// not one Page made fails with invalid_cursor.
+func (s *Store) Page(ctx context.Context, tenant switchboard.TenantID, q Query) (Page, error) {
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	if q.Limit > 1000 {
-		q.Limit = 1000
+	if q.Limit > MaxLimit {
+		q.Limit = MaxLimit
 	}
-	before := q.Before
-	if before.IsZero() {
-		before = time.Now().UTC().Add(time.Hour)
+	var cur *cursor
+	if q.Cursor != "" {
+		c, err := parseCursor(q.Cursor)
+		if err != nil {
+			return Page{Entries: []Entry{}}, err
+		}
+		cur = &c
 	}
+	var (
+		where = []string{"tenant_id = $1"}
+		args  = []any{string(tenant)}
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	for _, f := range []struct{ col, v string }{{"instance", q.Instance}, {"agent_id", q.Agent}} {
+		if f.v != "" {
+			where = append(where, f.col+" = "+arg(f.v))
+		}
+	}
+	if q.User != "" {
+		p := arg(q.User)
+		where = append(where, "(actor = "+p+" OR subject = "+p+")")
+	}
+	switch q.Outcome {
+	case "":
+	case OutcomeFailed:
+		where = append(where, "outcome <> 'ok'")
+	default:
+		where = append(where, "outcome = "+arg(q.Outcome))
+	}
+	switch q.Kind {
+	case KindCalls:
+		where = append(where, "NOT "+changeRow)
+	case KindChanges:
+		where = append(where, changeRow)
+	}
+	if !q.From.IsZero() {
+		where = append(where, "at >= "+arg(q.From.UTC()))
+	}
+	if !q.Before.IsZero() && (q.To.IsZero() || q.Before.Before(q.To)) {
+		q.To = q.Before
+	}
+	if !q.To.IsZero() {
+		where = append(where, "at < "+arg(q.To.UTC()))
+	}
+	// Rows are ordered by (at, id), newest first; a cursor continues from
+	// its row in either direction. The row-value comparison is what both
+	// stores match to the (tenant_id[, instance], at, id) indexes.
+	order := "at DESC, id DESC"
+	if cur != nil {
+		op := "<"
+		if cur.newer {
+			op, order = ">", "at ASC, id ASC"
+		}
+		where = append(where, "(at, id) "+op+" ("+arg(cur.at)+", "+arg(cur.id)+")")
+	}
+	// One row more than the page says whether there is a page beyond.
 	rows, err := s.db.QueryContext(ctx, `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
 		tool, action, outcome, status, latency_us FROM audit_log
-		WHERE tenant_id = $1 AND at < $2 AND ($3 = '' OR instance = $3) AND ($5 = '' OR actor = $5 OR subject = $5)
-		ORDER BY at DESC, id DESC LIMIT $4`, string(tenant), before.UTC(), q.Instance, q.Limit, q.User)
+		WHERE `+strings.Join(where, " AND ")+` ORDER BY `+order+` LIMIT `+arg(q.Limit+1), args...)
 	if err != nil {
-		return nil, fmt.Errorf("listing audit rows: %w", err)
+		return Page{Entries: []Entry{}}, fmt.Errorf("listing audit rows: %w", err)
 	}
 	defer rows.Close()
 	out := []Entry{}
@@ -151,11 +479,44 @@ func (s *Store) List(ctx context.Context, tenant switchboard.TenantID, q Query) 
 		var tenantID string
 		if err := rows.Scan(&e.ID, &e.Time, &tenantID, &e.Instance, &e.Caller, &e.Agent, &e.Actor, &e.Subject,
 			&e.Tool, &e.Action, &e.Outcome, &e.Status, &e.LatencyUs); err != nil {
-			return nil, err
+			return Page{Entries: []Entry{}}, fmt.Errorf("listing audit rows: %w", err)
 		}
 		e.Tenant = switchboard.TenantID(tenantID)
 		e.Time = e.Time.UTC()
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return Page{Entries: []Entry{}}, fmt.Errorf("listing audit rows: %w", err)
+	}
+	more := len(out) > q.Limit
+	if more {
+		out = out[:q.Limit]
+	}
+	if cur != nil && cur.newer {
+		slices.Reverse(out)
+	}
+	p := Page{Entries: out}
+	if len(out) == 0 {
+		return p, nil
+	}
+	first, last := out[0], out[len(out)-1]
+	// Going older, there are newer rows (the cursor's own, at least), and
+	// older ones when the query found more; going newer, the reverse.
+	switch {
+	case cur == nil:
+		if more {
+			p.Older = cursor{at: last.Time, id: last.ID}.String()
+		}
+	case !cur.newer:
+		p.Newer = cursor{newer: true, at: first.Time, id: first.ID}.String()
+		if more {
+			p.Older = cursor{at: last.Time, id: last.ID}.String()
+		}
+	default:
+		p.Older = cursor{at: last.Time, id: last.ID}.String()
+		if more {
+			p.Newer = cursor{newer: true, at: first.Time, id: first.ID}.String()
+		}
+	}
+	return p, nil
 }

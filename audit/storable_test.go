@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/audit"
@@ -39,4 +40,24 @@ func TestInsertStoresUnsafeText(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Audit IDs sort in the order of their times (so that inserts append to
+// the primary key's index), and two IDs of one instant differ.
+func TestNewIDTimeOrdered(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	prev := ""
+	for _, d := range []time.Duration{0, time.Microsecond, time.Millisecond, time.Hour, 24 * 365 * 50 * time.Hour} {
+		id := audit.NewID(t0.Add(d))
+		if len(id) != 34 || !strings.HasPrefix(id, "aud_") {
+			t.Fatalf("NewID = %q", id)
+		}
+		if id <= prev {
+			t.Fatalf("%q sorts before %q", id, prev)
+		}
+		prev = id
+	}
+	if a, b := audit.NewID(t0), audit.NewID(t0); a == b {
+		t.Fatal("two IDs of one instant are equal")
+	}
 }

@@ -1,0 +1,492 @@
+package audit
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Journal is the crash-safe first home of every audit row: Append returns
+// once the row is in an append-only segment file (in the page cache), so a
+// process crash (SIGKILL, an OOM kill, a panic) loses no row whose call was
+// answered. Rows of concurrent calls share one write(2) (group commit: a
+// caller waits for the next group write, microseconds). Segments are
+// fsync'd every Sync interval and when they are rotated, so a power loss
+// or kernel crash loses at most the rows written since the last fsync.
+//
+// A record is a 4-byte little-endian payload length, the payload's CRC-32C
+// and the payload (the row as JSON, the spool's form). A short last record
+// or a zero-filled end (a torn write) is cut off; a record whose checksum
+// does not match sets the segment aside as *.bad.
+//
+// Each segment is held under an exclusive flock(2) by the process writing
+// it, until all its rows are in the store or the spool; a segment nobody
+// holds is a crashed process's, and OpenJournal hands its rows back for
+// loading (replicas may share the directory). Segments are created under a
+// temporary name and renamed once locked, so no other process ever sees an
+// unlocked live segment.
+type Journal struct {
+	dir     string
+	segMax  int64
+	log     *slog.Logger
+	owner   string
+	enc     *json.Encoder
+	seq     int
+	stop    chan struct{}
+	done    chan struct{}
+	groups  atomic.Int64
+	records atomic.Int64
+
+	mu sync.Mutex
+	// cond wakes Close when a write ends.
+	cond    sync.Cond
+	buf     []byte // the records of grp, the group being filled
+	spare   []byte
+	grp     *jgroup
+	writing bool // a leader is writing a group
+	cur     *jsegment
+	dirty   bool
+	closed  bool
+}
+
+// jgroup is the rows of one write(2). Its appenders wait on cond (over
+// Journal.mu), so that a write wakes only the callers it carried, and one
+// caller of the next group to write that.
+type jgroup struct {
+	cond sync.Cond
+	rows int
+	done bool
+	err  error
+	seg  *jsegment // where the group was written; nil when it failed
+}
+
+// jsegment is one journal file of this process.
+type jsegment struct {
+	name    string
+	f       *os.File
+	size    int64
+	pending int // rows written to it and not yet in the store or spool
+	sealed  bool
+}
+
+const (
+	journalExt  = ".wal"
+	recordHead  = 8
+	maxRecord   = 1 << 20
+	journalTemp = ".wal-new"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var errJournalClosed = errors.New("the audit journal is closed")
+
+// appender lets the Journal's json.Encoder write into the group buffer.
+type appender struct{ j *Journal }
+
+func (a appender) Write(p []byte) (int, error) {
+	a.j.buf = append(a.j.buf, p...)
+	return len(p), nil
+}
+
+// Leftover is what OpenJournal found of crashed processes: their rows, and
+// the segments to remove once those rows are kept elsewhere.
+type Leftover struct {
+	Rows []Entry
+	// Bad counts segments set aside as *.bad (a checksum mismatch).
+	Bad int
+	// Torn counts segments whose torn last record was cut off.
+	Torn  int
+	files []*os.File
+	names []string
+}
+
+// OpenJournal opens the journal in dir (created private to the server's
+// user), fsyncing segments every sync (0: only on rotation and close), and
+// returns the rows that crashed processes left in it. The caller keeps
+// those rows (in the spool) and then calls Done on the Leftover.
+func OpenJournal(dir string, sync time.Duration, segMax int64, log *slog.Logger) (*Journal, *Leftover, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("creating the audit journal directory: %w", err)
+	}
+	if segMax <= 0 {
+		segMax = 4 << 20
+	}
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	j := &Journal{dir: dir, segMax: segMax, log: log, owner: hex.EncodeToString(id[:]),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	j.cond.L = &j.mu
+	j.grp = j.newGroup()
+	j.enc = json.NewEncoder(appender{j})
+	left, err := j.leftover()
+	if err != nil {
+		return nil, nil, err
+	}
+	go j.syncLoop(sync)
+	return j, left, nil
+}
+
+// leftover reads the segments no live process holds, oldest first.
+func (j *Journal) leftover() (*Leftover, error) {
+	des, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing the audit journal: %w", err)
+	}
+	var names []string
+	for _, de := range des {
+		n := de.Name()
+		switch {
+		case strings.HasSuffix(n, journalExt):
+			names = append(names, n)
+		case strings.HasSuffix(n, journalTemp):
+			// A segment a crash left before it was renamed (empty), unless
+			// its process is still creating it.
+			if f, err := lockFile(filepath.Join(j.dir, n)); err == nil {
+				_ = os.Remove(filepath.Join(j.dir, n))
+				f.Close()
+			}
+		}
+	}
+	sort.Strings(names)
+	left := &Leftover{}
+	for _, n := range names {
+		path := filepath.Join(j.dir, n)
+		f, err := lockFile(path)
+		if err != nil {
+			continue // a live process's segment
+		}
+		rows, good, status := readJournal(f)
+		left.Rows = append(left.Rows, rows...)
+		switch status {
+		case journalTorn:
+			left.Torn++
+			j.log.Warn("audit journal segment ended in a torn write; cut off", "segment", n, "rows", len(rows), "at", good)
+			_ = f.Truncate(good)
+		case journalCorrupt:
+			left.Bad++
+			j.log.Error("AUDIT JOURNAL SEGMENT CORRUPT: a record fails its checksum; the rows before it are kept, the segment set aside",
+				"segment", n, "rows_kept", len(rows), "at", good)
+			if err := os.Rename(path, path+".bad"); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("setting aside audit journal segment %s: %w", n, err)
+			}
+			f.Close()
+			continue
+		}
+		left.files = append(left.files, f)
+		left.names = append(left.names, path)
+	}
+	return left, nil
+}
+
+// Done removes the leftover segments, whose rows the caller has kept.
+func (l *Leftover) Done(dir string) {
+	for i, f := range l.files {
+		_ = os.Remove(l.names[i])
+		f.Close()
+	}
+	if len(l.files) > 0 {
+		syncDir(dir)
+	}
+	l.files, l.names = nil, nil
+}
+
+// lockFile opens path and takes its exclusive flock without waiting.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+type journalStatus int
+
+const (
+	journalWhole journalStatus = iota
+	journalTorn
+	journalCorrupt
+)
+
+// readJournal decodes a segment's records up to the first one that is
+// short (torn) or fails its checksum (corrupt); good is the offset after
+// the last whole record.
+func readJournal(r io.Reader) (rows []Entry, good int64, status journalStatus) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, 0, journalCorrupt
+	}
+	for off := 0; off < len(data); {
+		if allZero(data[off:]) {
+			// A file extended by a power loss before its data reached the
+			// disk ends in zeros: a torn write, not a record.
+			return rows, int64(off), journalTorn
+		}
+		if len(data)-off < recordHead {
+			return rows, int64(off), journalTorn
+		}
+		n := int(binary.LittleEndian.Uint32(data[off:]))
+		sum := binary.LittleEndian.Uint32(data[off+4:])
+		if n > maxRecord {
+			return rows, int64(off), journalCorrupt
+		}
+		if len(data)-off-recordHead < n {
+			return rows, int64(off), journalTorn
+		}
+		payload := data[off+recordHead : off+recordHead+n]
+		var e Entry
+		if crc32.Checksum(payload, castagnoli) != sum || json.Unmarshal(payload, &e) != nil {
+			return rows, int64(off), journalCorrupt
+		}
+		rows = append(rows, e)
+		off += recordHead + n
+	}
+	return rows, int64(len(data)), journalWhole
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Append writes e to the journal and returns once the write(2) holding it
+// is done. On success e carries its group, for Release.
+func (j *Journal) Append(e *Entry) error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return errJournalClosed
+	}
+	start := len(j.buf)
+	j.buf = append(j.buf, make([]byte, recordHead)...)
+	if err := j.enc.Encode(e); err != nil {
+		j.buf = j.buf[:start]
+		j.mu.Unlock()
+		return err
+	}
+	payload := j.buf[start+recordHead:]
+	binary.LittleEndian.PutUint32(j.buf[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(j.buf[start+4:], crc32.Checksum(payload, castagnoli))
+	g := j.grp
+	g.rows++
+	for !g.done {
+		if j.writing {
+			g.cond.Wait()
+			continue
+		}
+		j.writeGroup()
+	}
+	err := g.err
+	j.mu.Unlock()
+	if err == nil {
+		e.jgrp = g
+	}
+	return err
+}
+
+// writeGroup writes the group being filled, as its leader: j.mu is held on
+// entry and exit, and released for the write.
+func (j *Journal) writeGroup() {
+	g, buf := j.grp, j.buf
+	j.grp, j.buf = j.newGroup(), j.spare[:0]
+	j.writing = true
+	var old *jsegment
+	var err error
+	if j.closed {
+		err = errJournalClosed
+	} else if j.cur == nil || j.cur.size >= j.segMax {
+		old = j.cur
+		j.seq++
+		j.cur, err = j.create(j.seq)
+	}
+	seg := j.cur
+	j.mu.Unlock()
+	if err == nil && old != nil {
+		// A sealed segment is on disk before its successor takes rows.
+		_ = old.f.Sync()
+	}
+	if err == nil {
+		_, err = seg.f.Write(buf)
+	}
+	j.groups.Add(1)
+	j.records.Add(int64(g.rows))
+	j.mu.Lock()
+	if old != nil {
+		old.sealed = true
+		j.removeIfDone(old)
+	}
+	if err != nil {
+		g.err = err
+		if seg == nil {
+			j.cur = nil
+		}
+		// A failed write may have left part of a record: the next group
+		// goes to a new segment, so that the part is that segment's end.
+		if seg != nil {
+			seg.size = j.segMax
+		}
+	} else {
+		g.seg = seg
+		seg.pending += g.rows
+		seg.size += int64(len(buf))
+		j.dirty = true
+	}
+	g.done = true
+	j.spare = buf[:0]
+	j.writing = false
+	g.cond.Broadcast()
+	// One caller of the group filled meanwhile writes it.
+	j.grp.cond.Signal()
+	if j.closed {
+		j.cond.Broadcast()
+	}
+}
+
+// newGroup returns an empty group waiting on j.mu.
+func (j *Journal) newGroup() *jgroup {
+	g := &jgroup{}
+	g.cond.L = &j.mu
+	return g
+}
+
+// create makes a new locked segment: created under a temporary name, locked,
+// then renamed, so that no replayer sees it unlocked.
+func (j *Journal) create(seq int) (*jsegment, error) {
+	name := fmt.Sprintf("%020d-%s-%06d%s", time.Now().UnixNano(), j.owner, seq, journalExt)
+	tmp := filepath.Join(j.dir, name+"-new")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating an audit journal segment: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("locking an audit journal segment: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(j.dir, name)); err != nil {
+		f.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("creating an audit journal segment: %w", err)
+	}
+	syncDir(j.dir)
+	return &jsegment{name: name, f: f}, nil
+}
+
+// removeIfDone deletes a sealed segment whose rows are all kept elsewhere.
+// j.mu is held.
+func (j *Journal) removeIfDone(s *jsegment) {
+	if !s.sealed || s.pending > 0 || s.f == nil {
+		return
+	}
+	if err := os.Remove(filepath.Join(j.dir, s.name)); err != nil {
+		j.log.Error("removing an audit journal segment", "segment", s.name, "err", err.Error())
+	}
+	s.f.Close()
+	s.f = nil
+}
+
+// Release records that rows are in the store or the spool; a sealed
+// segment whose rows all are is deleted.
+func (j *Journal) Release(rows []Entry) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i := range rows {
+		g := rows[i].jgrp
+		if g == nil || g.seg == nil {
+			continue
+		}
+		rows[i].jgrp = nil
+		g.seg.pending--
+		j.removeIfDone(g.seg)
+	}
+}
+
+// syncLoop fsyncs the segment being written every d, when it was written
+// since.
+func (j *Journal) syncLoop(d time.Duration) {
+	defer close(j.done)
+	if d <= 0 {
+		<-j.stop
+		return
+	}
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-tick.C:
+		}
+		j.mu.Lock()
+		var f *os.File
+		if j.dirty && j.cur != nil && j.cur.f != nil {
+			f, j.dirty = j.cur.f, false
+		}
+		j.mu.Unlock()
+		if f != nil {
+			// A segment closed meanwhile fails here; it was synced then.
+			_ = f.Sync()
+		}
+	}
+}
+
+// Close stops the journal: segments whose rows are all kept are removed,
+// others are fsync'd and released for the next start to load. Appends
+// after Close fail.
+func (j *Journal) Close() {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return
+	}
+	j.closed = true
+	for j.writing {
+		j.cond.Wait()
+	}
+	cur := j.cur
+	j.cur = nil
+	j.mu.Unlock()
+	close(j.stop)
+	<-j.done
+	if cur == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	cur.sealed = true
+	if cur.pending > 0 {
+		_ = cur.f.Sync()
+		j.log.Error("audit journal closed with rows not yet kept elsewhere; the next start loads them",
+			"segment", cur.name, "rows", cur.pending)
+		cur.f.Close()
+		cur.f = nil
+		return
+	}
+	j.removeIfDone(cur)
+}
+
+// JournalStats are the journal's counters: records written, in how many
+// write(2) calls.
+func (j *Journal) stats() (groups, records int64) { return j.groups.Load(), j.records.Load() }

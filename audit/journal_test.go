@@ -1,0 +1,279 @@
+package audit
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/database/dbtest"
+)
+
+// crash abandons j as a killed process would: its files are closed (their
+// locks released) and nothing is removed.
+func crash(j *Journal) {
+	close(j.stop) // an fsync in progress would hold the file open
+	<-j.done
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = true
+	var path string
+	if j.cur != nil && j.cur.f != nil {
+		path = filepath.Join(j.dir, j.cur.name)
+		j.cur.f.Close()
+	}
+	j.cur = nil
+	// A process that dies releases its lock at once. In this test process
+	// a child that another parallel test is forking (dbtest starts
+	// Postgres) shares the segment's open file, and with it the lock,
+	// until it execs: wait for that moment to pass, as a restart after a
+	// real crash never sees it.
+	for deadline := time.Now().Add(10 * time.Second); path != "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if f, err := lockFile(path); err == nil {
+			f.Close()
+			break
+		}
+	}
+}
+
+// journalRows appends n rows from concurrent callers and returns their IDs.
+func journalRows(t *testing.T, j *Journal, n int) map[string]bool {
+	t.Helper()
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; i < n; i += 8 {
+				e := Entry{Time: time.Now().UTC(), Tenant: "ten_a", Instance: "crm", Tool: "t", Action: fmt.Sprint(i), Outcome: "ok"}
+				e.ID = NewID(e.Time)
+				if err := j.Append(&e); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				ids[e.ID] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return ids
+}
+
+func segmentFiles(t *testing.T, dir, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Rows appended by concurrent callers are all there after a crash, each
+// once; a live process's segment is not touched by a second opener.
+func TestJournalKeepsEveryRowThroughACrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j, left, err := OpenJournal(dir, time.Millisecond, 0, slog.New(slog.DiscardHandler))
+	if err != nil || len(left.Rows) != 0 {
+		t.Fatal(err, left)
+	}
+	ids := journalRows(t, j, 400)
+	groups, records := j.stats()
+	t.Logf("%d rows in %d writes", records, groups)
+	if records != 400 || groups < 1 || groups > 400 {
+		t.Fatalf("records %d in %d writes", records, groups)
+	}
+	// Another process starting on the directory leaves a live segment.
+	other, left, err := OpenJournal(dir, 0, 0, slog.New(slog.DiscardHandler))
+	if err != nil || len(left.Rows) != 0 {
+		t.Fatalf("a live segment was taken: %v %d rows", err, len(left.Rows))
+	}
+	other.Close()
+	crash(j)
+	again, left, err := OpenJournal(dir, 0, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if len(left.Rows) != 400 || left.Torn != 0 || left.Bad != 0 {
+		t.Fatalf("after the crash: %d rows, torn %d, bad %d", len(left.Rows), left.Torn, left.Bad)
+	}
+	for _, e := range left.Rows {
+		if !ids[e.ID] {
+			t.Fatalf("row %q was not appended (or is doubled)", e.ID)
+		}
+		delete(ids, e.ID)
+	}
+	left.Done(dir)
+	if n := segmentFiles(t, dir, "*"+journalExt); len(n) != 0 {
+		t.Fatalf("segments left after Done: %v", n)
+	}
+}
+
+// A segment whose last record is cut short, or that ends in zeros, keeps
+// its whole records and is cut off after the last one; a segment with a flipped byte keeps the records
+// before it and is set aside as *.bad. The rows reach a real store, once.
+func TestJournalTornAndCorruptSegments(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	// Two crashed processes: one torn, one corrupt.
+	var sizes []int64
+	var paths []string
+	var js []*Journal
+	for range 3 {
+		j, _, err := OpenJournal(dir, 0, 0, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js = append(js, j)
+	}
+	for _, j := range js {
+		journalRows(t, j, 10)
+		path := filepath.Join(dir, j.cur.name)
+		crash(j)
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths, sizes = append(paths, path), append(sizes, st.Size())
+	}
+	// Torn: the last record loses its last 5 bytes.
+	if err := os.Truncate(paths[0], sizes[0]-5); err != nil {
+		t.Fatal(err)
+	}
+	// Corrupt: a byte inside the fifth record's JSON flipped.
+	data, err := os.ReadFile(paths[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := 0
+	for range 4 { // to the fifth record
+		off += recordHead + int(binary.LittleEndian.Uint32(data[off:]))
+	}
+	data[off+recordHead+10] ^= 0x20
+	if err := os.WriteFile(paths[1], data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Zero-filled: the end of the file is zeros (a power loss after the
+	// file grew, before its data reached the disk).
+	f, err := os.OpenFile(paths[2], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// A process starts on the directory: a real store takes the rows.
+	db := dbtest.SQLite(t)
+	w, err := NewWriter(NewStore(db), WriterOptions{SpoolDir: dir, Interval: 10 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if st.JournalBad != 1 {
+		t.Fatalf("journal_bad = %d, want 1", st.JournalBad)
+	}
+	bad := segmentFiles(t, dir, "*"+journalExt+".bad")
+	if len(bad) != 1 || bad[0] != paths[1]+".bad" {
+		t.Fatalf("set aside: %v, want %s.bad", bad, paths[1])
+	}
+	for _, p := range []string{paths[0], paths[2]} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("the torn segment %s was not loaded and removed: %v", p, err)
+		}
+	}
+	// 9 whole rows of the torn segment, the 4 rows before the flipped
+	// byte and the 10 rows before the zeros.
+	var want int
+	rows, _, status := readJournal(mustOpen(t, paths[1]+".bad"))
+	if status != journalCorrupt || len(rows) != 4 {
+		t.Fatalf("the corrupt segment reads %d rows, status %d", len(rows), status)
+	}
+	want = 9 + len(rows) + 10
+	deadline := time.Now().Add(30 * time.Second)
+	for dbtest.Count(t, db, "audit_log", "1=1") != want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.Close(context.Background())
+	if n := dbtest.Count(t, db, "audit_log", "1=1"); n != want {
+		t.Fatalf("audit_log holds %d rows, want %d", n, want)
+	}
+	if n := segmentFiles(t, dir, "*"+journalExt); len(n) != 0 {
+		t.Fatalf("segments left after a clean close: %v", n)
+	}
+}
+
+func mustOpen(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// A journal replayed twice (a crash after its rows reached the store but
+// before the segment was removed) writes each row once; rows recorded
+// through a Writer are journaled before Record returns, and a clean Close
+// leaves no segment.
+func TestJournalReplayIsIdempotent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	db := dbtest.SQLite(t)
+	w, err := NewWriter(NewStore(db), WriterOptions{SpoolDir: dir, Interval: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		w.Record(Entry{Tenant: "ten_a", Instance: "crm", Tool: "t", Action: fmt.Sprint(i), Outcome: "ok"})
+	}
+	if st := w.Stats(); st.JournalRows != 20 || st.JournalWrites < 1 {
+		t.Fatalf("journal rows %d in %d writes, want 20", st.JournalRows, st.JournalWrites)
+	}
+	segs := segmentFiles(t, dir, "*"+journalExt)
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v", segs)
+	}
+	copyOf, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Flush(context.Background())
+	if n := dbtest.Count(t, db, "audit_log", "1=1"); n != 20 {
+		t.Fatalf("audit_log holds %d rows, want 20", n)
+	}
+	w.Close(context.Background())
+	if n := segmentFiles(t, dir, "*"+journalExt); len(n) != 0 {
+		t.Fatalf("segments left after a clean close: %v", n)
+	}
+	// The segment comes back, as if the process had died before removing
+	// it: the next start loads it, and the store keeps one row per ID.
+	if err := os.WriteFile(segs[0], copyOf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err = NewWriter(NewStore(db), WriterOptions{SpoolDir: dir, Interval: 10 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Flush(context.Background())
+	w.Close(context.Background())
+	if n := dbtest.Count(t, db, "audit_log", "1=1"); n != 20 {
+		t.Fatalf("audit_log holds %d rows after the replay, want 20", n)
+	}
+	if st := w.Stats(); st.Spool != 0 {
+		t.Fatalf("spool rows left: %d", st.Spool)
+	}
+}
