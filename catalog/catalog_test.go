@@ -93,8 +93,8 @@ func TestBuiltinCatalog(t *testing.T) {
 	for _, c := range cat.List() {
 		ids = append(ids, c.Manifest.ID)
 	}
-	if !slices.Equal(ids, []string{"github", "slack"}) {
-		t.Fatalf("connectors = %v, want [github slack]", ids)
+	if !slices.Equal(ids, []string{"clock", "github", "ntfy", "slack"}) {
+		t.Fatalf("connectors = %v, want [clock github ntfy slack]", ids)
 	}
 
 	index := map[string]registry.IndexEntry{}

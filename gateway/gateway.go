@@ -21,11 +21,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/egress"
+	"github.com/switchboardhq/switchboard/metrics"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/mcplocal"
 	"github.com/switchboardhq/switchboard/registry/mcpremote"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
@@ -48,7 +53,32 @@ type Config struct {
 	// redirects). Nil uses Dispatcher.Client, else a default egress
 	// client that reaches public addresses only.
 	RemoteClient *http.Client
+	// CacheBudget is the memory, in bytes, the cache of resolved
+	// instances (with their decrypted fields) may hold; 0 is
+	// DefaultCacheBudget. The least recently used instances go first.
+	CacheBudget int64
+	// CacheTTL is how long a resolved instance stays cached, used or not;
+	// 0 is DefaultCacheTTL.
+	CacheTTL time.Duration
+	// Metrics receives the calls' counts and step times; nil records
+	// nothing.
+	Metrics *metrics.Metrics
+	// Local runs the servers of mcp_local instances; nil serves none
+	// (connector_unavailable).
+	Local *mcplocal.Manager
+	// PublicURL is the server's public base URL: consent_required errors
+	// link to the console page where a user sets their own values.
+	PublicURL string
 }
+
+// Cache defaults. The budget is counted in the bytes each target is
+// estimated to hold (Target.cost); the minTargets most recently used stay
+// whatever the budget.
+const (
+	DefaultCacheBudget = 192 << 20
+	DefaultCacheTTL    = 10 * time.Minute
+	minTargets         = 8
+)
 
 // Gateway resolves, authorizes and dispatches agent calls.
 type Gateway struct {
@@ -63,15 +93,36 @@ type Gateway struct {
 	audit      audit.Recorder
 	refusals   audit.RefusalLimit
 	remote     *http.Client
+	metrics    *metrics.Metrics
+	publicURL  string
+	local      *mcplocal.Manager
 
-	mu      sync.RWMutex
-	targets map[targetKey]*Target
+	// mu orders invalidations (gen) against the caching of lookups.
+	mu sync.Mutex
+	// targets is bounded by the budget and the TTL; an evicted target
+	// drops its decrypted fields and its hosted-server connection.
+	targets *targetCache
+	// names maps each compiled registry's operations to their tool and
+	// action names, shared by every instance of the connector version.
+	names *lru.Cache[*registry.Spec, map[*registry.Operation][2]string]
+	// unknown remembers the instances (and tenants) the store did not
+	// have, for UnknownInstanceTTL or until a change creates them.
+	unknown *expirable.LRU[targetKey, struct{}]
 	// gen increases on every invalidation, so that a Resolve that raced
 	// with one does not cache what it read.
 	gen uint64
 }
 
 type targetKey struct{ tenant, instance string }
+
+// Bounds of the cache of unknown instances: a request for one is refused
+// without a query while it is remembered. Creating the tenant or the
+// instance forgets it at once (Invalidate), here and, through the change
+// notifications, on the other replicas.
+const (
+	UnknownInstanceTTL  = 30 * time.Second
+	maxUnknownInstances = 10_000
+)
 
 // New returns a gateway. It registers nothing on the tenant service: the
 // assembly subscribes Invalidate (and the callers' Invalidate) to its
@@ -101,6 +152,14 @@ func New(cfg Config) *Gateway {
 	if callers == nil {
 		callers = auth.NewCallers(store)
 	}
+	budget, ttl := cfg.CacheBudget, cfg.CacheTTL
+	if budget <= 0 {
+		budget = DefaultCacheBudget
+	}
+	if ttl <= 0 {
+		ttl = DefaultCacheTTL
+	}
+	names, _ := lru.New[*registry.Spec, map[*registry.Operation][2]string](maxSpecs)
 	g := &Gateway{
 		tenants:    cfg.Tenants,
 		store:      store,
@@ -112,7 +171,12 @@ func New(cfg Config) *Gateway {
 		logger:     logger,
 		audit:      cfg.Audit,
 		remote:     remote,
-		targets:    map[targetKey]*Target{},
+		metrics:    cfg.Metrics,
+		publicURL:  strings.TrimRight(cfg.PublicURL, "/"),
+		local:      cfg.Local,
+		targets:    newTargetCache(budget, ttl),
+		names:      names,
+		unknown:    expirable.NewLRU[targetKey, struct{}](maxUnknownInstances, nil, UnknownInstanceTTL),
 	}
 	return g
 }
@@ -124,8 +188,9 @@ func (g *Gateway) Logger() *slog.Logger { return g.logger }
 func (g *Gateway) Callers() *auth.Callers { return g.callers }
 
 // Target is a resolved app instance: its tenant, the instance, and the
-// connector it installs. Its field values are loaded on first use by Call,
-// after validateAgent, and kept with it.
+// connector it installs. Its field rows are read with the instance, in
+// the same query, and opened on first use by Call, after validateAgent;
+// the values are then kept with it, and the sealed rows dropped.
 type Target struct {
 	Tenant    *tenants.Tenant
 	Instance  *tenants.Instance
@@ -133,28 +198,86 @@ type Target struct {
 
 	loadMu sync.Mutex
 	creds  atomic.Pointer[credentials]
+	// sealed are the field rows read with the instance, until opened
+	// (under loadMu); nil once opened, or for a target resolved without
+	// them.
+	sealed []secrets.Sealed
+	// size is what the target is counted at in the cache's budget;
+	// expires is when it leaves the cache (Unix nanoseconds).
+	size, expires int64
 
-	namesOnce sync.Once
-	names     map[*registry.Operation][2]string
+	// remote is the connection to the hosted MCP server (mcp_remote),
+	// made on first use (remoteConn); closedRemote once evicted.
+	remote atomic.Pointer[mcpremote.Conn]
 
-	// remote is the connection to the hosted MCP server (mcp_remote).
-	remote mcpremote.Conn
+	// users holds, by user id, the credentials of the users who called
+	// (the instance's fields with their own user-scope values), for
+	// connectors with user-scope fields.
+	users usersCache
+
+	// local runs the target's servers (mcp_local), stopped on eviction.
+	local *mcplocal.Manager
 }
 
-// toolAction returns the entity (tool) and action names of op, for audit
-// rows.
-func (t *Target) toolAction(op *registry.Operation) (string, string) {
-	t.namesOnce.Do(func() {
-		t.names = map[*registry.Operation][2]string{}
-		for _, e := range t.Connector.Spec.Entities {
-			for _, a := range e.Actions {
-				if a.Op != nil {
-					t.names[a.Op] = [2]string{e.Name, a.Name}
+// maxSpecs bounds the shared per-connector name maps: a catalog holds a
+// few hundred connector versions, and a reload replaces them.
+const maxSpecs = 4096
+
+// evict drops what a target holds once the cache lets it go: its
+// decrypted fields (a call in flight keeps its own reference) and its
+// hosted-server connection.
+func (t *Target) evict() {
+	t.creds.Store(nil)
+	t.users.clear()
+	if c := t.remote.Swap(closedRemote); c != nil && c != closedRemote {
+		c.Close()
+	}
+	if t.local != nil {
+		tenant, slug := string(t.Instance.TenantID), t.Instance.Slug
+		t.local.Stop(func(k mcplocal.Key) bool { return k.Tenant == tenant && k.Instance == slug })
+	}
+}
+
+// closedRemote is the connection of every evicted target: a call still
+// holding one is refused with "call again", as by a connection closed
+// under it.
+var closedRemote = func() *mcpremote.Conn {
+	c := &mcpremote.Conn{}
+	c.Close()
+	return c
+}()
+
+// remoteConn returns t's connection to its hosted MCP server, made on
+// first use: most instances are not mcp_remote, and a cached target
+// should not carry one.
+func (t *Target) remoteConn() *mcpremote.Conn {
+	if c := t.remote.Load(); c != nil {
+		return c
+	}
+	t.remote.CompareAndSwap(nil, &mcpremote.Conn{})
+	return t.remote.Load()
+}
+
+// toolAction returns the entity (tool) and action names of op in t's
+// connector, for audit rows. The map is built once per connector version
+// and shared by all its instances.
+func (g *Gateway) toolAction(t *Target, op *registry.Operation) (string, string) {
+	spec := t.Connector.Spec
+	names, ok := g.names.Get(spec)
+	if !ok {
+		names = map[*registry.Operation][2]string{}
+		if spec != nil {
+			for _, e := range spec.Entities {
+				for _, a := range e.Actions {
+					if a.Op != nil {
+						names[a.Op] = [2]string{e.Name, a.Name}
+					}
 				}
 			}
 		}
-	})
-	if n, ok := t.names[op]; ok {
+		g.names.Add(spec, names)
+	}
+	if n, ok := names[op]; ok {
 		return n[0], n[1]
 	}
 	return "", op.Name
@@ -188,6 +311,11 @@ func (c *credentials) redactor(a registry.Applier) *secrets.Redactor {
 		return c.red
 	}
 	held := h.Secrets()
+	if c.red.Covers(held...) {
+		// The usual case of static credentials (an API key is a field):
+		// no second redactor to build or keep.
+		return c.red
+	}
 	if last := c.last.Load(); last != nil && sameValues(last.values, held) {
 		return last.red
 	}
@@ -228,28 +356,31 @@ var errNoInstance = switchboard.E(switchboard.ErrNotFound, "not_found", "no such
 // with code "not_found" that does not say which.
 func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) (*Target, error) {
 	key := targetKey{tenantSlug, instanceSlug}
-	g.mu.RLock()
-	t := g.targets[key]
+	g.mu.Lock()
 	gen := g.gen
-	g.mu.RUnlock()
-	if t != nil {
+	g.mu.Unlock()
+	if t, ok := g.targets.get(key); ok {
+		g.metrics.Lookup(metrics.CacheInstance, true)
 		return t, nil
 	}
-	if !switchboard.ValidSlug(tenantSlug) || !switchboard.ValidSlug(instanceSlug) {
+	g.metrics.Lookup(metrics.CacheInstance, false)
+	if !switchboard.ValidSlug(tenantSlug) || !switchboard.ValidSlug(instanceSlug) || g.unknown.Contains(key) {
 		return nil, errNoInstance
 	}
-	ten, err := g.store.Tenant(ctx, tenantSlug)
+	ten, err := g.store.CachedTenant(ctx, tenantSlug)
 	if errors.Is(err, switchboard.ErrNotFound) {
-		return nil, errNoInstance
+		return nil, g.notFound(key, gen)
 	}
 	if err != nil {
+		g.metrics.StoreError("gateway")
 		return nil, err
 	}
-	in, err := g.store.Instance(ctx, ten.ID, instanceSlug)
+	in, sealed, err := g.store.InstanceForCall(ctx, ten.ID, instanceSlug)
 	if errors.Is(err, switchboard.ErrNotFound) {
-		return nil, errNoInstance
+		return nil, g.notFound(key, gen)
 	}
 	if err != nil {
+		g.metrics.StoreError("gateway")
 		return nil, err
 	}
 	conn, ok := g.catalog.Connector(in.ConnectorID)
@@ -257,51 +388,73 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"the connector %s of this app instance is not in the catalog", in.ConnectorID)
 	}
-	if conn.Spec == nil && !mcpremote.Is(conn) {
+	if conn.Spec == nil && !mcpremote.Is(conn) && !(mcplocal.Is(conn) && g.local != nil) {
 		return nil, switchboard.E(switchboard.ErrUnavailable, "connector_unavailable",
 			"connectors of type %s are not served yet", conn.Manifest.Type)
 	}
-	t = &Target{Tenant: ten, Instance: in, Connector: conn}
+	t := &Target{Tenant: ten, Instance: compact(in, ten, conn.Manifest.ID, conn.Manifest.Version), Connector: conn,
+		local: g.local, sealed: sealed}
 	g.mu.Lock()
 	if g.gen == gen {
-		g.targets[key] = t
+		g.targets.add(key, t)
 	}
 	g.mu.Unlock()
 	return t, nil
 }
 
+// notFound remembers key as unknown, unless a change raced with the
+// lookup (gen moved), and returns the refusal.
+func (g *Gateway) notFound(key targetKey, gen uint64) error {
+	g.mu.Lock()
+	if g.gen == gen {
+		g.unknown.Add(key, struct{}{})
+	}
+	g.mu.Unlock()
+	return errNoInstance
+}
+
 // Invalidate drops the cached targets a change makes stale: the changed
-// instance, or every instance of the tenant for a tenant-wide change.
-// Subscribe it to tenants.Service.
+// instance, or every instance of the tenant for a tenant-wide change; and
+// forgets the instances remembered as unknown that the change may have
+// created. Subscribe it to tenants.Service.
 func (g *Gateway) Invalidate(ch tenants.Change) {
 	if ch.Caller != "" && ch.Instance == "" && !ch.All {
 		return // caller changes are the Callers' business
 	}
-	var dropped []*Target
+	if ch.User != "" && ch.Instance != "" && !ch.All {
+		// One user's own values changed: only what is held for them goes.
+		if t, ok := g.targets.lru.Peek(targetKey{ch.TenantSlug, ch.Instance}); ok {
+			t.users.forget(ch.User)
+		}
+		if g.local != nil {
+			tenant, user := string(ch.Tenant), ch.User
+			g.local.Stop(func(k mcplocal.Key) bool { return k.Tenant == tenant && k.Instance == ch.Instance && k.User == user })
+		}
+		return
+	}
+	// Removing a target evicts it (Target.evict).
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.gen++
 	if ch.All {
-		for k, t := range g.targets {
-			dropped = append(dropped, t)
-			delete(g.targets, k)
-		}
+		g.unknown.Purge()
+		g.targets.lru.Purge()
 	} else if ch.Instance != "" {
 		key := targetKey{ch.TenantSlug, ch.Instance}
-		if t := g.targets[key]; t != nil {
-			dropped = append(dropped, t)
-		}
-		delete(g.targets, key)
+		g.unknown.Remove(key)
+		g.targets.lru.Remove(key)
 	} else {
-		for k, t := range g.targets {
-			if k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant {
-				dropped = append(dropped, t)
-				delete(g.targets, k)
+		// A created tenant: every instance slug under it was unknown.
+		for _, k := range g.unknown.Keys() {
+			if k.tenant == ch.TenantSlug {
+				g.unknown.Remove(k)
 			}
 		}
-	}
-	g.mu.Unlock()
-	for _, t := range dropped {
-		t.remote.Close()
+		for _, k := range g.targets.lru.Keys() {
+			if t, ok := g.targets.lru.Peek(k); ok && (k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant) {
+				g.targets.lru.Remove(k)
+			}
+		}
 	}
 }
 
@@ -312,11 +465,15 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 // "agent_not_allowed", returned with the principal and the target (so the
 // refusal can be audited); callers must check the error first.
 func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string) (*auth.Principal, *Target, error) {
+	start := time.Now()
 	p, err := g.Authenticate(ctx, r, tenantSlug)
+	resolved := time.Now()
+	g.metrics.Step(metrics.StepAuthenticate, resolved.Sub(start))
 	if err != nil {
 		return nil, nil, err
 	}
 	t, err := g.Resolve(ctx, tenantSlug, instanceSlug)
+	g.metrics.Since(metrics.StepResolve, resolved)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,17 +533,28 @@ func (g *Gateway) credentials(ctx context.Context, t *Target) (*credentials, err
 	if c := t.creds.Load(); c != nil {
 		return c, nil
 	}
-	fields, err := g.secrets.GetAll(ctx, t.Instance.TenantID, t.Instance.SecretOwner())
+	var (
+		fields map[string]secrets.Secret
+		err    error
+	)
+	if t.sealed != nil {
+		// Read with the instance: no query.
+		fields, err = g.secrets.OpenAll(t.Instance.TenantID, t.Instance.SecretOwner(), t.sealed)
+	} else {
+		fields, err = g.secrets.GetAll(ctx, t.Instance.TenantID, t.Instance.SecretOwner())
+	}
 	if errors.Is(err, secrets.ErrUndecryptable) {
 		// The cause names the row (tenant, owner, field), never a value.
 		g.logger.Warn("instance field does not decrypt", "tenant", t.Tenant.Slug, "instance", t.Instance.Slug, "err", err)
 		return nil, errUndecryptable.WithCause(err)
 	}
 	if err != nil {
+		g.metrics.StoreError("gateway")
 		return nil, err
 	}
 	c := newCredentials(t.Connector, fields)
 	t.creds.Store(c)
+	t.sealed = nil
 	return c, nil
 }
 
@@ -442,8 +610,9 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 	}
 	resp, err := g.call(ctx, t, p, op, args)
 	g.logRefusal(t, err)
+	g.count(ctx, t, start, err)
 	if record != nil {
-		tool, action := t.toolAction(op)
+		tool, action := g.toolAction(t, op)
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: tool, Action: action, Outcome: "ok",
 			LatencyUs: time.Since(start).Microseconds()}
@@ -463,6 +632,38 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		record(e)
 	}
 	return resp, err
+}
+
+// Surface says through which surface (mcp, app) and MCP protocol version
+// a call came, for the calls' metrics. Use one value per surface and
+// version (the label values must stay few), never one built per request.
+type Surface struct{ Name, Protocol string }
+
+type surfaceKey struct{}
+
+// WithSurface returns ctx carrying s, which Call reads.
+func WithSurface(ctx context.Context, s *Surface) context.Context {
+	return context.WithValue(ctx, surfaceKey{}, s)
+}
+
+var unknownSurface = &Surface{Name: "other", Protocol: "none"}
+
+// count counts a call in the metrics: its connector, surface, auth mode,
+// outcome code and protocol version, and its total time.
+func (g *Gateway) count(ctx context.Context, t *Target, start time.Time, err error) {
+	if g.metrics == nil || t == nil {
+		return
+	}
+	g.metrics.Since(metrics.StepTotal, start)
+	s, _ := ctx.Value(surfaceKey{}).(*Surface)
+	if s == nil {
+		s = unknownSurface
+	}
+	code := "ok"
+	if err != nil {
+		code = switchboard.CodeOf(err)
+	}
+	g.metrics.Call(t.Instance.ConnectorID, s.Name, t.Instance.AuthMode, code, s.Protocol)
 }
 
 // Refused audits a call (tool, or App-mode operation) refused after its
@@ -513,17 +714,34 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 	if err != nil {
 		return nil, err
 	}
+	if c, err = g.userCredentials(ctx, t, c, p); err != nil {
+		return nil, err
+	}
 	if c.baseURL == "" {
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config",
 			"the app instance has no base URL: set the connector's URL field")
 	}
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		applier, err := g.buildAppAuth(ctx, t, c, p)
+		sent := time.Now()
+		g.metrics.Step(metrics.StepCredentials, sent.Sub(start))
 		if err != nil {
 			return nil, err
 		}
 		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
+		g.metrics.Since(metrics.StepUpstream, sent)
 		var ue *registry.UpstreamError
+		switch {
+		case resp != nil:
+			g.metrics.Upstream(resp.Status)
+		case errors.As(err, &ue) && ue.Status != 0:
+			g.metrics.Upstream(ue.Status)
+		case err != nil:
+			if _, refused := egress.Refusal(err); !refused {
+				g.metrics.Upstream(0)
+			}
+		}
 		if errors.As(err, &ue) {
 			if r, ok := applier.(auth.Rejecter); ok && ue.Status == http.StatusUnauthorized && attempt == 0 {
 				r.Reject(ctx)
@@ -543,6 +761,7 @@ func (g *Gateway) logRefusal(t *Target, err error) {
 	if !ok || t == nil {
 		return
 	}
+	g.metrics.EgressRefused(re.Rule)
 	g.logger.Warn("upstream refused by the egress policy", "tenant", t.Tenant.Slug, "instance", t.Instance.Slug,
 		"connector", t.Instance.ConnectorID, "rule", re.Rule, "addr", re.Addr.String())
 }

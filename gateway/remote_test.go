@@ -257,6 +257,33 @@ func TestRemoteMCP(t *testing.T) {
 			}
 		})
 
+		t.Run("resources and prompts forwarded", func(t *testing.T) {
+			sess, err := agentClient(ctx, s, "ev", token, "agent-1")
+			if err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			defer sess.Close()
+			rl, err := sess.ListResources(ctx, nil)
+			if err != nil || len(rl.Resources) == 0 {
+				t.Fatalf("resources/list: %v", err)
+			}
+			rr, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: rl.Resources[0].URI})
+			if err != nil || len(rr.Contents) == 0 {
+				t.Errorf("resources/read: %v", err)
+			}
+			if _, err := sess.ListResourceTemplates(ctx, nil); err != nil {
+				t.Errorf("resources/templates/list: %v", err)
+			}
+			pl, err := sess.ListPrompts(ctx, nil)
+			if err != nil || len(pl.Prompts) == 0 {
+				t.Fatalf("prompts/list: %v", err)
+			}
+			// An unknown resource is the remote's refusal, typed.
+			if _, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: "demo://no/such/resource"}); err == nil {
+				t.Error("an unknown resource was read")
+			}
+		})
+
 		t.Run("agent not on the allowlist reaches nothing", func(t *testing.T) {
 			before := proxy.hits.Load()
 			sess, err := agentClient(ctx, s, "ev", token, "intruder")

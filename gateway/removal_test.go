@@ -197,3 +197,132 @@ func TestMemberConnectsOwnGrant(t *testing.T) {
 		}
 	})
 }
+
+// TestMemberRemovalRevokesAtTheProvider removes members whose grants
+// were connected through a real authorization code flow at the fosite
+// server, whose connector declares its revocation endpoint: the default
+// removal revokes exactly the member's one token family (one request,
+// for that member's token) and deletes their grant rows; a removal with
+// ?grants=keep asks the provider nothing and keeps the grant; a provider
+// whose revocation fails does not block the removal, which deletes the
+// grant, logs the failure without the token and audits it.
+func TestMemberRemovalRevokesAtTheProvider(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		o := setupOAuth(t, db)
+		ctx := context.Background()
+		acme, err := o.s.svc.Tenant(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		people := o.s.members
+		if _, err := people.AddMember(ctx, members.ActorOperator, acme.ID, "own@example.com", members.RoleOwner); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, email := range []string{"ann@example.com", "bea@example.com", "cid@example.com"} {
+			m, err := people.AddMember(ctx, members.ActorOperator, acme.ID, email, members.RoleMember)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, m.UserID)
+		}
+		ann, bea, cid := ids[0], ids[1], ids[2]
+		platform := o.s.caller(t, "acme", headerPlatform(ids...))
+		for _, id := range ids {
+			if st, page := o.s.connect(t, o.s.newBrowser(o.as, id, platform), "acme", "crm"); st != 200 || !strings.Contains(page, "Connected") {
+				t.Fatalf("connect %s = %d %s", id, st, page)
+			}
+		}
+		op, _, err := auth.NewOperators(db).Create(ctx, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		remove := func(user, query string) map[string]any {
+			t.Helper()
+			req, _ := http.NewRequest("DELETE", o.s.srv.URL+"/v1/tenants/acme/members/"+user+query, nil)
+			req.Header.Set("Authorization", "Bearer "+op.Reveal())
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var body map[string]any
+			raw, _ := io.ReadAll(res.Body)
+			_ = json.Unmarshal(raw, &body)
+			if res.StatusCode != 200 {
+				t.Fatalf("removing %s%s = %d %s", user, query, res.StatusCode, raw)
+			}
+			return body
+		}
+		grants := func(user string) int { return dbtest.Count(t, db, "auth_grants", "user_id = $1", user) }
+		if len(o.as.Revocations()) != 0 || grants(ann) == 0 {
+			t.Fatalf("before removal: revocations %v, ann's grant rows %d", o.as.Revocations(), grants(ann))
+		}
+
+		// The default: the member's grant is revoked at the provider and deleted.
+		out := remove(ann, "")
+		if !slices.Equal(anyStrings(out["grants_revoked"]), []string{"crm"}) || out["revocations_failed"] != nil {
+			t.Fatalf("removal of ann = %v", out)
+		}
+		revs := o.as.Revocations()
+		if len(revs) != 1 || revs[0].Subject != ann || revs[0].Hint != "refresh_token" || revs[0].Status != 200 {
+			t.Fatalf("revocations at the provider after removing ann = %+v; want one refresh_token revocation of ann's", revs)
+		}
+		if n := grants(ann); n != 0 {
+			t.Errorf("%d grant rows of ann remain", n)
+		}
+		// The revoked token family is dead at the provider: the call
+		// cannot go on with ann's grant (her membership is gone too).
+		if r := o.s.callTool(t, "acme", "crm", platform, agent, ann, nil, nil); !r.isError {
+			t.Errorf("a call as removed ann succeeded: %+v", r)
+		}
+
+		// Grants kept: the provider is asked nothing, the grant stays.
+		out = remove(bea, "?grants=keep")
+		if len(anyStrings(out["grants_revoked"])) != 0 {
+			t.Fatalf("removal of bea with grants kept = %v", out)
+		}
+		if n := len(o.as.Revocations()); n != 1 {
+			t.Fatalf("removal with grants kept called the revocation endpoint: %+v", o.as.Revocations())
+		}
+		if n := grants(bea); n == 0 {
+			t.Error("removal with grants kept deleted bea's grant")
+		}
+
+		// A failing revocation endpoint does not block the removal.
+		o.as.FailRevocations(true)
+		out = remove(cid, "")
+		failed, _ := out["revocations_failed"].(map[string]any)
+		if !slices.Equal(anyStrings(out["grants_revoked"]), []string{"crm"}) || failed["crm"] != "unexpected_response" {
+			t.Fatalf("removal of cid with a failing provider = %v", out)
+		}
+		if revs := o.as.Revocations(); len(revs) != 2 || revs[1].Subject != cid || revs[1].Status != 503 {
+			t.Fatalf("revocations after removing cid = %+v", revs)
+		}
+		if n := grants(cid); n != 0 {
+			t.Errorf("%d grant rows of cid remain after a failed revocation", n)
+		}
+		if !strings.Contains(o.s.logs.String(), "revoking at the provider failed") {
+			t.Error("the failed revocation is not logged")
+		}
+		for _, tok := range o.as.Issued() {
+			if strings.Contains(o.s.logs.String(), tok) {
+				t.Fatal("a token is in the logs")
+			}
+		}
+		var audited bool
+		for deadline := time.Now().Add(3 * time.Second); !audited && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			rows, err := o.s.astore.List(ctx, acme.ID, audit.Query{User: cid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range rows {
+				audited = audited || (e.Action == "grant.revoke" && e.Outcome == "unexpected_response" && e.Subject == cid && e.Instance == "crm" && e.Actor == "operator")
+			}
+		}
+		if !audited {
+			t.Error("no audit row of the failed revocation")
+		}
+	})
+}

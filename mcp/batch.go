@@ -92,7 +92,7 @@ func boundedArray(answers [][]byte, limit int) []byte {
 
 // responseID is the id of the JSON-RPC response a, or null.
 func responseID(a []byte) []byte {
-	members, _ := scanObject(a)
+	members, _ := scanObject(nil, a)
 	for _, m := range members {
 		if m.key == "id" {
 			return m.raw

@@ -4,21 +4,29 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/server"
 )
 
 // BenchmarkToolsCall measures one warm tools/call through the whole
 // in-process stack (caller auth, allowlist, credentials, dispatch to a
-// loopback upstream), against BenchmarkDirect, the same upstream call made
-// directly. Compare the two: the difference is the gateway's overhead.
+// loopback upstream, audit), against BenchmarkDirect, the same upstream
+// call made directly. Compare the two: the difference is the gateway's
+// overhead. It also reports that difference itself, measured in the same
+// run: sb-allocs/op and sb-B/op are the call's allocations minus those of
+// a direct call (the client's and the upstream's, which every call has),
+// that is what Switchboard allocates per call. Above maxAllocsPerCall
+// the benchmark fails: CI runs it as the allocation gate.
 //
-//	go test -run '^$' -bench 'ToolsCall|Direct' ./mcp
+//	go test -run '^$' -bench 'ToolsCall$|Direct' -benchmem ./mcp
 func BenchmarkToolsCall(b *testing.B) {
-	s := newStack(b, dbtest.SQLite(b))
+	s := newStackWith(b, dbtest.SQLite(b), widgetsSpec, benchConfig(b))
 	token := s.tenant(b, "acme", "bench-key", "bench-agent")
 	url := s.mcpURL("acme", "shop")
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"widgets","arguments":{"action":"get","id":"w1"}}}`)
@@ -29,31 +37,80 @@ func BenchmarkToolsCall(b *testing.B) {
 			b.Fatalf("%s", out)
 		}
 	}
-	call()
+	direct := func() { benchDirect(b, client, s) }
+	for range 100 {
+		call()
+		direct()
+	}
+	// The direct baseline, measured in this run.
+	const baselineCalls = 2000
+	dAllocs, dBytes := allocsOf(baselineCalls, direct)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		call()
+	allocs, bytes := allocsOf(b.N, call)
+	b.StopTimer()
+	perCall, perCallBytes := allocs/float64(b.N)-dAllocs/baselineCalls, bytes/float64(b.N)-dBytes/baselineCalls
+	b.ReportMetric(perCall, "sb-allocs/op")
+	b.ReportMetric(perCallBytes, "sb-B/op")
+	if b.N >= 1000 && perCall > maxAllocsPerCall {
+		b.Errorf("Switchboard allocates %.0f times per tools/call (%.0f bytes), more than the gate of %d (goal: 100 and 8 KB)",
+			perCall, perCallBytes, maxAllocsPerCall)
+	}
+}
+
+// maxAllocsPerCall is CI's gate on what Switchboard allocates per
+// tools/call. The goal is 100 (issue 13), and the gate it asks for 120
+// (the goal and a margin for background goroutines: the audit writer,
+// the connection pools); the count is not there yet (216 when this gate
+// was set, from 364), so the gate is a ratchet a few percent above the
+// count reached: lower it with every cut, never raise it.
+const maxAllocsPerCall = 228
+
+// allocsOf runs f n times and returns the allocations and bytes allocated
+// meanwhile, by every goroutine.
+func allocsOf(n int, f func()) (allocs, bytes float64) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs - before.Mallocs), float64(after.TotalAlloc - before.TotalAlloc)
+}
+
+// benchConfig gives a benchmark's server what it has in production by
+// default: JSON lines at info level (here discarded), and an audit spool
+// directory, so that every row goes through the audit journal.
+func benchConfig(b testing.TB) func(*server.Config) {
+	dir := b.TempDir()
+	return func(cfg *server.Config) {
+		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		cfg.Audit.SpoolDir = dir
 	}
 }
 
 // BenchmarkDirect is the baseline for BenchmarkToolsCall.
 func BenchmarkDirect(b *testing.B) {
-	s := newStack(b, dbtest.SQLite(b))
+	s := newStackWith(b, dbtest.SQLite(b), widgetsSpec, benchConfig(b))
 	s.tenant(b, "acme", "bench-key", "bench-agent")
 	client := &http.Client{}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		req, _ := http.NewRequest(http.MethodGet, s.up.srv.URL+"/widgets/w1", nil)
-		req.Header.Set("X-Api-Key", "bench-key")
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		io.ReadAll(resp.Body)
-		resp.Body.Close()
+		benchDirect(b, client, s)
 	}
+}
+
+// benchDirect calls the upstream of the benchmarks' instance directly.
+func benchDirect(b *testing.B, client *http.Client, s *stack) {
+	req, _ := http.NewRequest(http.MethodGet, s.up.srv.URL+"/widgets/w1", nil)
+	req.Header.Set("X-Api-Key", "bench-key")
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
 }
 
 // manyOperationsSpec is an OpenAPI description of n entities with 13
@@ -103,7 +160,7 @@ func BenchmarkToolsList(b *testing.B) {
 		name, spec string
 	}{{"widgets", widgetsSpec}, {"520ops", manyOperationsSpec(40)}} {
 		b.Run(tc.name, func(b *testing.B) {
-			s := newStackSpec(b, dbtest.SQLite(b), tc.spec)
+			s := newStackWith(b, dbtest.SQLite(b), tc.spec, benchConfig(b))
 			token := s.tenant(b, "acme", "bench-key", "bench-agent")
 			url := s.mcpURL("acme", "shop")
 			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)

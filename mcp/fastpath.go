@@ -9,10 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/gateway"
 )
 
 // The fast path answers the two hot methods, tools/list and tools/call,
@@ -101,13 +100,14 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 
 	// The params: only the members the fast path understands.
 	var name string
-	var meta []byte
+	var meta, args []byte
 	hasName := false
 	if env.params != nil {
 		if env.params[0] != '{' {
 			return false
 		}
-		params, _ := scanObject(env.params)
+		var paramsBuf [8]member
+		params, _ := scanObject(paramsBuf[:0], env.params)
 		for _, p := range params {
 			switch {
 			case p.key == "_meta":
@@ -124,6 +124,7 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 				if p.raw[0] != '{' && string(p.raw) != "null" {
 					return false
 				}
+				args = p.raw
 
 			default:
 				return false // cursor, task, ...: the SDK's
@@ -144,7 +145,7 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 		if stateless && r.Header.Get(headerName) != name {
 			return false
 		}
-		return h.fastCall(w, r, a, srv, env, name, stateless)
+		return h.fastCall(w, r, a, srv, env, name, args, meta, stateless)
 	}
 }
 
@@ -154,7 +155,8 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 func metaOK(meta []byte, stateless bool, version string) bool {
 	var pv, caps []byte
 	if meta != nil {
-		members, _ := scanObject(meta)
+		var membersBuf [8]member
+		members, _ := scanObject(membersBuf[:0], meta)
 		for _, m := range members {
 			switch m.key {
 			case "io.modelcontextprotocol/protocolVersion":
@@ -234,18 +236,32 @@ func baseMediaType(value string) string {
 }
 
 // writeResponse writes a JSON-RPC result as the SDK does in JSON mode.
-func writeResponse(w http.ResponseWriter, id []byte, rest []byte) {
+// The body is rest's parts after the envelope, written one after the
+// other (the server buffers them) rather than copied into one slice.
+func writeResponse(w http.ResponseWriter, id []byte, rest ...[]byte) {
 	hd := w.Header()
-	hd.Set("Cache-Control", "no-cache, no-transform")
-	hd.Set("Content-Type", "application/json")
+	hd["Cache-Control"] = noCache
+	hd["Content-Type"] = jsonType
 	w.WriteHeader(http.StatusOK)
-	buf := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,`)+len(id)+len(rest))
-	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
-	buf = append(buf, id...)
-	buf = append(buf, ',')
-	buf = append(buf, rest...)
-	w.Write(buf)
+	w.Write(responseStart)
+	w.Write(id)
+	w.Write(comma)
+	for _, p := range rest {
+		w.Write(p)
+	}
 }
+
+// The constant parts of a fast-path response. The header values are
+// shared, never modified: set as the server's own (canonical) keys, they
+// cost no allocation per response.
+var (
+	noCache       = []string{"no-cache, no-transform"}
+	jsonType      = []string{"application/json"}
+	responseStart = []byte(`{"jsonrpc":"2.0","id":`)
+	comma         = []byte(",")
+	resultStart   = []byte(`"result":`)
+	closeBrace    = []byte("}")
+)
 
 // fastList serves tools/list from the answer the SDK gave once for this
 // connector and protocol version.
@@ -302,32 +318,27 @@ func (h *handler) recordList(r *http.Request, a *authorized, version string) *li
 	return &listDoc{rest: bytes.Clone(out[len(recordedPrefix):]), ok: true}
 }
 
-// fastCall runs the tool's handler as the SDK would and writes its result
-// as the SDK does.
-func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized, srv *connServer, env *envelope, name string, stateless bool) bool {
-	th, ok := srv.handlers[name]
+// fastCall makes the call the SDK's tool handler would make, with the
+// request's arguments and params._meta (args and meta, raw; nil when
+// absent), and writes its result as the SDK does.
+func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized, srv *connServer, env *envelope, name string, args, meta []byte, stateless bool) bool {
+	e, ok := srv.entities[name]
 	if !ok {
 		return false // unknown tool: the SDK's -32602
 	}
-	params := &sdk.CallToolParamsRaw{}
-	if err := json.Unmarshal(env.params, params); err != nil {
-		return false
+	// params._meta.targetUserId, when it is a string (as the handler
+	// reads it from the SDK's map).
+	var target string
+	if meta != nil {
+		var membersBuf [8]member
+		members, _ := scanObject(membersBuf[:0], meta)
+		for _, m := range members {
+			if m.key == gateway.TargetUserArg {
+				decodeString(m.raw, &target)
+			}
+		}
 	}
-	req := &sdk.CallToolRequest{
-		Params: params,
-		Extra: &sdk.RequestExtra{
-			TokenInfo: &sdkauth.TokenInfo{UserID: string(a.principal.Caller.ID), Extra: a.extra()},
-			Header:    r.Header,
-		},
-	}
-	res, err := th(r.Context(), req)
-	if err != nil || res == nil {
-		// Our handlers report failures as results; this is a bug.
-		a.log.Error("tool handler returned no result", "tool", name)
-		b, _ := json.Marshal(rpcDetail{Code: switchboard.RPCInternalError, Message: "internal error"})
-		writeResponse(w, env.id, append(append([]byte(`"error":`), b...), '}'))
-		return true
-	}
+	res := h.callTool(gateway.WithSurface(r.Context(), a.surface), e, a.principal, a.target, a.log, args, target)
 	if res.Content == nil {
 		res.Content = []sdk.Content{}
 	}
@@ -350,10 +361,6 @@ func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized
 		// era; its marshaller writes the member last.
 		out = append(out[:len(out)-1], `,"resultType":"complete"}`...)
 	}
-	rest := make([]byte, 0, len(`"result":}`)+len(out))
-	rest = append(rest, `"result":`...)
-	rest = append(rest, out...)
-	rest = append(rest, '}')
-	writeResponse(w, env.id, rest)
+	writeResponse(w, env.id, resultStart, out, closeBrace)
 	return true
 }

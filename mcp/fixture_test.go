@@ -194,12 +194,6 @@ func newStack(t testing.TB, db *database.DB) *stack {
 	return newStackWith(t, db, widgetsSpec, nil)
 }
 
-// newStackSpec is newStack with the widgets connector described by spec.
-func newStackSpec(t testing.TB, db *database.DB, spec string) *stack {
-	t.Helper()
-	return newStackWith(t, db, spec, nil)
-}
-
 // newStackWith is newStack with the widgets connector described by spec
 // and the server configuration changed by configure (nil changes
 // nothing).

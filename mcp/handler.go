@@ -36,6 +36,7 @@ import (
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/mcplocal"
 	"github.com/switchboardhq/switchboard/registry/mcpremote"
 )
 
@@ -89,6 +90,7 @@ const (
 	extraPrincipal = "switchboard.principal"
 	extraTarget    = "switchboard.target"
 	extraLogger    = "switchboard.logger"
+	extraSurface   = "switchboard.surface"
 )
 
 type handler struct {
@@ -109,10 +111,11 @@ type handler struct {
 // connServer is the MCP server of one connector version and its tool
 // handlers, by tool name.
 type connServer struct {
-	key      string
-	impl     *sdk.Implementation
-	srv      *sdk.Server
-	handlers map[string]sdk.ToolHandler
+	key  string
+	impl *sdk.Implementation
+	srv  *sdk.Server
+	// entities are the tools' entities, by tool name.
+	entities map[string]*registry.Entity
 }
 
 // NewHandler returns the MCP endpoint: paths of the form
@@ -155,12 +158,14 @@ func NewHandler(g *gateway.Gateway, opts Options) http.Handler {
 type authorized struct {
 	principal *auth.Principal
 	target    *gateway.Target
-	log       *slog.Logger
+	log       gateway.CallLog
+	// surface names the MCP protocol version in the calls' metrics.
+	surface *gateway.Surface
 }
 
 // extra is the TokenInfo.Extra map tool handlers read.
 func (a *authorized) extra() map[string]any {
-	return map[string]any{extraPrincipal: a.principal, extraTarget: a.target, extraLogger: a.log}
+	return map[string]any{extraPrincipal: a.principal, extraTarget: a.target, extraLogger: &a.log, extraSurface: a.surface}
 }
 
 type authorizedKey struct{}
@@ -237,7 +242,7 @@ func requestID(body []byte) json.RawMessage {
 	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
 		return nullID
 	}
-	members, ok := scanObject(body)
+	members, ok := scanObject(nil, body)
 	if !ok {
 		return nullID
 	}
@@ -321,7 +326,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, nullID, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such endpoint: use /workspaces/{tenant}/webhooks/{instance}.mcp"))
 		return
 	}
-	log := gateway.RequestLogger(h.logger, w).With("tenant", tenantSlug, "instance", instanceSlug, "mode", "mcp")
+	log := gateway.NewCallLog(h.logger, w, slog.String("tenant", tenantSlug), slog.String("instance", instanceSlug), slog.String("mode", "mcp"))
 	if msg := h.checkOrigin(r); msg != "" {
 		log.Info("mcp request refused", "code", "forbidden_origin")
 		writeRPCError(w, nullID, switchboard.E(switchboard.ErrForbidden, "forbidden_origin", "%s", msg))
@@ -335,7 +340,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, gateway.MaxBodyBytes))
+	body, err := readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -365,11 +370,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, requestID(body), switchboard.E(switchboard.ErrInvalid, rpcCodeName(code), "%s", msg))
 		return
 	}
-	a := &authorized{principal: p, target: t, log: log}
-	r = r.WithContext(context.WithValue(ctx, authorizedKey{}, a))
 	version := r.Header.Get(headerVersion)
+	a := &authorized{principal: p, target: t, log: log, surface: surfaceOf(version)}
 	if isBatch {
-		h.serveBatch(w, r, msgs, body, version)
+		h.serveBatch(w, withAuthorized(r, a), msgs, body, version)
 		return
 	}
 	env := &msgs[0]
@@ -398,7 +402,29 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.serveSDK(w, r, body)
+	h.serveSDK(w, withAuthorized(r, a), body)
+}
+
+// withAuthorized is r with a in its context, where the SDK's token
+// verifier (verifyFromContext) and getServer find it. The fast path does
+// without.
+func withAuthorized(r *http.Request, a *authorized) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), authorizedKey{}, a))
+}
+
+// readBody reads the request body, at most gateway.MaxBodyBytes (an
+// *http.MaxBytesError beyond). A body of announced length is read into a
+// buffer of that size (the server holds the body to its Content-Length),
+// without the growing copies of io.ReadAll.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= gateway.MaxBodyBytes {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, gateway.MaxBodyBytes))
 }
 
 // serveSDK hands the request, with body, to the SDK.
@@ -448,7 +474,8 @@ func calledTool(body []byte) (string, bool) {
 
 // toolName returns the name a tools/call request's params give.
 func toolName(env *envelope) (string, bool) {
-	params, _ := scanObject(env.params)
+	var paramsBuf [8]member
+	params, _ := scanObject(paramsBuf[:0], env.params)
 	for _, p := range params {
 		if p.key == "name" {
 			var name string
@@ -514,6 +541,27 @@ func checkJSONRPC(body []byte) ([]envelope, bool, int, string) {
 // knownVersion reports whether the SDK serves protocol version v (""
 // meaning the default, 2025-03-26); requests of other versions go to the
 // SDK, which refuses them.
+// surfaces are the metrics' surface of each protocol version the server
+// knows; any other version counts as "other" (a caller's header must not
+// create label values).
+var surfaces = func() map[string]*gateway.Surface {
+	m := map[string]*gateway.Surface{"": {Name: "mcp", Protocol: "unspecified"}}
+	for v := range legacyVersions {
+		m[v] = &gateway.Surface{Name: "mcp", Protocol: v}
+	}
+	m[versionStateless] = &gateway.Surface{Name: "mcp", Protocol: versionStateless}
+	return m
+}()
+
+var otherVersion = &gateway.Surface{Name: "mcp", Protocol: "other"}
+
+func surfaceOf(version string) *gateway.Surface {
+	if s, ok := surfaces[version]; ok {
+		return s
+	}
+	return otherVersion
+}
+
 func knownVersion(v string) bool {
 	return v == "" || v == versionStateless || legacyVersions[v]
 }
@@ -562,9 +610,10 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		},
 	})
 	s.AddReceivingMiddleware(resourceNotFound)
-	cs := &connServer{key: key, impl: impl, srv: s, handlers: map[string]sdk.ToolHandler{}}
-	if mcpremote.Is(conn) {
-		// A hosted MCP server's tools are its instance's: forwarded.
+	cs := &connServer{key: key, impl: impl, srv: s, entities: map[string]*registry.Entity{}}
+	if mcpremote.Is(conn) || mcplocal.Is(conn) {
+		// A hosted or local MCP server's tools are its instance's:
+		// forwarded.
 		s.AddReceivingMiddleware(h.remoteTools)
 		return cs
 	}
@@ -573,25 +622,10 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 			h.logger.Warn("entity left out of the MCP tools: its input schema is not an object", "connector", m.ID, "entity", e.Name)
 			continue
 		}
-		a := e.Annotations.MCP()
 		th := h.toolHandler(e)
-		tool := &sdk.Tool{
-			Name:        e.Name,
-			Description: e.Description,
-			InputSchema: e.InputSchema,
-			Annotations: &sdk.ToolAnnotations{
-				ReadOnlyHint:    a.ReadOnlyHint,
-				IdempotentHint:  a.IdempotentHint,
-				DestructiveHint: a.DestructiveHint,
-				OpenWorldHint:   a.OpenWorldHint,
-			},
-		}
-		if e.OutputSchema != nil {
-			// Set only when present: a nil *Schema in the interface is not nil.
-			tool.OutputSchema = e.OutputSchema
-		}
+		tool := e.MCPTool()
 		s.AddTool(tool, th)
-		cs.handlers[e.Name] = th
+		cs.entities[e.Name] = e
 	}
 	return cs
 }

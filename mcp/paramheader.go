@@ -31,7 +31,8 @@ func checkParamHeader(r *http.Request, env *envelope, api *registry.Spec) string
 	}
 	var name string
 	var args []byte
-	params, _ := scanObject(env.params)
+	var paramsBuf [8]member
+	params, _ := scanObject(paramsBuf[:0], env.params)
 	for _, p := range params {
 		switch p.key {
 		case "name":
@@ -45,7 +46,8 @@ func checkParamHeader(r *http.Request, env *envelope, api *registry.Spec) string
 	}
 	var raw []byte
 	if len(args) > 0 && args[0] == '{' {
-		members, _ := scanObject(args)
+		var membersBuf [8]member
+		members, _ := scanObject(membersBuf[:0], args)
 		for _, m := range members {
 			if m.key == registry.DescribeTarget {
 				raw = m.raw

@@ -102,7 +102,8 @@ func parseMessages(body []byte) ([]envelope, bool, error) {
 
 func parseEnvelope(raw []byte) (envelope, error) {
 	env := envelope{raw: raw}
-	members, ok := scanObject(raw)
+	var membersBuf [8]member
+	members, ok := scanObject(membersBuf[:0], raw)
 	if !ok {
 		return env, strictError("a JSON-RPC message must be an object")
 	}
@@ -143,7 +144,8 @@ func parseEnvelope(raw []byte) (envelope, error) {
 		return env, strictError(`a JSON-RPC request must have a non-empty "method"`)
 	}
 	if env.params != nil && env.params[0] == '{' {
-		params, _ := scanObject(env.params)
+		var paramsBuf [8]member
+		params, _ := scanObject(paramsBuf[:0], env.params)
 		if err := checkMembers(params, paramsKeys); err != nil {
 			return env, err
 		}
@@ -153,12 +155,14 @@ func parseEnvelope(raw []byte) (envelope, error) {
 			}
 			switch p.key {
 			case "_meta":
-				inner, _ := scanObject(p.raw)
+				var innerBuf [8]member
+				inner, _ := scanObject(innerBuf[:0], p.raw)
 				if err := checkMembers(inner, metaKeys); err != nil {
 					return env, err
 				}
 			case "arguments":
-				inner, _ := scanObject(p.raw)
+				var innerBuf [8]member
+				inner, _ := scanObject(innerBuf[:0], p.raw)
 				if err := checkMembers(inner, nil); err != nil {
 					return env, err
 				}
@@ -307,6 +311,33 @@ func tooDeep(b []byte, max int) bool {
 	return false
 }
 
+// memberName decodes the JSON string raw, a member name. The names the
+// protocol reads are returned as constants, without a copy.
+func memberName(raw []byte) (string, bool) {
+	if len(raw) >= 2 && raw[0] == '"' {
+		switch string(raw[1 : len(raw)-1]) { // compared, not copied
+		case "jsonrpc":
+			return "jsonrpc", true
+		case "id":
+			return "id", true
+		case "method":
+			return "method", true
+		case "params":
+			return "params", true
+		case "name":
+			return "name", true
+		case "arguments":
+			return "arguments", true
+		case "_meta":
+			return "_meta", true
+		case actionArg:
+			return actionArg, true
+		}
+	}
+	var s string
+	return s, decodeString(raw, &s)
+}
+
 // decodeString decodes a JSON string value.
 func decodeString(raw []byte, out *string) bool {
 	if len(raw) < 2 || raw[0] != '"' {
@@ -373,13 +404,16 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// scanObject splits the object b into its members.
-func scanObject(b []byte) ([]member, bool) {
+// scanObject splits the object b into its members, appended to dst. On
+// the request path dst is a caller's array on the stack (members of
+// small objects then cost no allocation), and member names the protocol
+// reads are not copied (memberName).
+func scanObject(dst []member, b []byte) ([]member, bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
-	var out []member
+	out := dst[:0]
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return out, true
@@ -389,8 +423,8 @@ func scanObject(b []byte) ([]member, bool) {
 			return nil, false
 		}
 		end := skipString(b, i)
-		var key string
-		if !decodeString(b[i:end], &key) {
+		key, ok := memberName(b[i:end])
+		if !ok {
 			return nil, false
 		}
 		i = skipSpace(b, end)

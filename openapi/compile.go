@@ -66,7 +66,7 @@ const (
 // Analyze compiles like Compile and also returns the loaded description,
 // the mapping used and the findings.
 func Analyze(spec []byte, mapping []byte) (*Result, error) {
-	doc, err := load(spec)
+	doc, repairs, err := load(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func Analyze(spec []byte, mapping []byte) (*Result, error) {
 			return nil, switchboard.E(switchboard.ErrInvalid, "invalid_mapping", "the entity mapping is not valid: %s", truncate(err.Error(), 200)).WithCause(err)
 		}
 	}
-	c := &compiler{doc: doc, names: map[string]bool{}}
+	c := &compiler{doc: doc, names: map[string]bool{}, findings: repairs}
 	c.servers = serverURLs(doc.Servers)
 	c.operations()
 	entities, chosen := c.group(m)
@@ -240,6 +240,7 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
 	}
 	conv := newConverter()
+	conv.omit = omitReadOnly
 	// Parameters: path item first, operation overrides by (in, name).
 	var params []*openapi3.Parameter
 	index := map[string]int{}
@@ -355,6 +356,7 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
 	o.InputSchema = input
+	o.Accept = acceptOf(op)
 	out, err := outputSchema(op)
 	if err != nil {
 		c.warn(opPath(path, method)+".responses", "the answer of %s has no output schema: %v", truncate(id, 120), err)
@@ -462,4 +464,48 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// maxAccept bounds the media types an Accept header names.
+const maxAccept = 8
+
+// acceptOf is the Accept header of an operation: the media types its
+// success (or default) answers declare, JSON ones first, so that vendor
+// versioning types (application/vnd.x.v2+json) and downloads
+// (application/pdf) are asked for as the vendor expects; "" when that is
+// only application/json or nothing is declared.
+func acceptOf(op *openapi3.Operation) string {
+	if op.Responses == nil {
+		return ""
+	}
+	seen := map[string]bool{}
+	var jsonTypes, others []string
+	for code, rr := range op.Responses.Map() {
+		if !(strings.HasPrefix(code, "2") || code == "default") || rr == nil || rr.Value == nil {
+			continue
+		}
+		for ct := range rr.Value.Content {
+			base, _, _ := strings.Cut(ct, ";")
+			base = strings.ToLower(strings.TrimSpace(base))
+			if base == "" || seen[base] || strings.ContainsAny(base, ",\r\n") {
+				continue
+			}
+			seen[base] = true
+			if isJSONType(base) {
+				jsonTypes = append(jsonTypes, base)
+			} else {
+				others = append(others, base)
+			}
+		}
+	}
+	slices.Sort(jsonTypes)
+	slices.Sort(others)
+	all := append(jsonTypes, others...)
+	if len(all) > maxAccept {
+		all = all[:maxAccept]
+	}
+	if len(all) == 0 || len(all) == 1 && all[0] == "application/json" {
+		return ""
+	}
+	return strings.Join(all, ", ")
 }

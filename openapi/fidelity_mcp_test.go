@@ -7,10 +7,15 @@ package openapi_test
 // gateway and the guarded egress client, to the validating upstream.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,24 +24,13 @@ import (
 
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/openapi"
+	"github.com/switchboardhq/switchboard/openapi/fidelity"
 	"github.com/switchboardhq/switchboard/openapi/specstest"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
-	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/server"
 	"github.com/switchboardhq/switchboard/server/servertest"
-	"github.com/switchboardhq/switchboard/tenants"
 )
-
-// agentHeaders authenticates the MCP client as an agent platform.
-type agentHeaders struct{ token string }
-
-func (h agentHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+h.token)
-	r.Header.Set("X-Agent-Id", "fidelity-agent")
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // catalogOf writes the generated package of a description as a one-
 // connector catalog and loads it the way the server does.
@@ -64,45 +58,62 @@ func catalogOf(t *testing.T, c *compiled, file string) (*registry.Catalog, *regi
 
 // mcpSession installs the connector for a tenant, its base URL pointing at
 // upstream, and connects an agent to the instance's MCP endpoint.
-func mcpSession(t *testing.T, cat *registry.Catalog, conn *registry.Connector, upstream string) *sdk.ClientSession {
+func mcpSession(t *testing.T, cat *registry.Catalog, conn *registry.Connector, upstream string) (*sdk.ClientSession, wire) {
 	t.Helper()
 	ctx := context.Background()
 	srv := servertest.Start(t, server.Config{DB: dbtest.SQLite(t), ConnectorCatalog: cat})
-	svc := srv.Tenants()
-	if _, err := svc.CreateTenant(ctx, "acme", "Acme"); err != nil {
-		t.Fatalf("CreateTenant: %v", err)
-	}
-	m := conn.Manifest
-	fields := map[string]*secrets.Secret{}
-	for _, f := range m.Env {
-		v := secrets.New("fidelity-credential")
-		if strings.Contains(m.BaseURL, "{ENV:"+f.Name+"}") {
-			v = secrets.New(upstream)
-		}
-		fields[f.Name] = &v
-	}
-	if _, _, err := svc.Install(ctx, "acme", "vendor", tenants.InstallRequest{
-		ConnectorID: m.ID, AuthMode: m.Auth.Modes[0], Fields: fields, Agents: []string{"fidelity-agent"},
-	}); err != nil {
-		t.Fatalf("Install: %v", err)
-	}
-	_, tok, err := svc.CreateCaller(ctx, "acme", tenants.CallerRequest{Name: "platform", Kind: tenants.KindAgentPlatform})
+	tok, err := fidelity.Install(ctx, srv.Tenants(), "acme", conn.Manifest, upstream)
 	if err != nil {
-		t.Fatalf("CreateCaller: %v", err)
+		t.Fatalf("installing the connector: %v", err)
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "fidelity-agent", Version: "1"}, nil)
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	sess, err := client.Connect(cctx, &sdk.StreamableClientTransport{
-		Endpoint:             srv.URL + "/workspaces/acme/webhooks/vendor.mcp",
-		HTTPClient:           &http.Client{Transport: agentHeaders{token: tok.Reveal()}},
-		DisableStandaloneSSE: true,
-	}, nil)
+	sess, err := fidelity.Connect(ctx, srv.URL, "acme", tok, http.DefaultTransport)
 	if err != nil {
 		t.Fatalf("MCP connect: %v", err)
 	}
 	t.Cleanup(func() { sess.Close() })
-	return sess
+	return sess, wire{endpoint: fidelity.Endpoint(srv.URL, "acme"), token: tok.Reveal()}
+}
+
+// wire is how to reach an instance's MCP endpoint with raw requests.
+type wire struct{ endpoint, token string }
+
+// protocolVersions are the MCP revisions a client may speak ("" sends no
+// version header).
+var protocolVersions = []string{"", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
+
+// toolsListBytes is the size of the HTTP body a client of each protocol
+// version receives for tools/list: exactly what it reads off the wire.
+func toolsListBytes(t *testing.T, w wire) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, v := range protocolVersions {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+		if v == "2026-07-28" {
+			body = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		}
+		req, _ := http.NewRequest(http.MethodPost, w.endpoint, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+w.token)
+		req.Header.Set("X-Agent-Id", fidelity.Agent)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if v != "" {
+			req.Header.Set("MCP-Protocol-Version", v)
+		}
+		if v == "2026-07-28" {
+			req.Header.Set("Mcp-Method", "tools/list")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("tools/list %s: %v", v, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"tools"`) {
+			t.Fatalf("tools/list %s: %d %.200s", v, resp.StatusCode, b)
+		}
+		out[v] = len(b)
+	}
+	return out
 }
 
 // TestVendorFidelityThroughMCP calls every operation of each description
@@ -120,23 +131,30 @@ func TestVendorFidelityThroughMCP(t *testing.T) {
 				t.Errorf("the generated package (with its mapping) compiles to other tools than the description alone")
 			}
 			var sess *sdk.ClientSession
-			o := exercise(t, c, func(v *validator, cl call, baseURL string) error {
+			o := exercise(t, c, func(cl fidelity.Call, baseURL string) error {
 				if sess == nil {
-					sess = mcpSession(t, cat, conn, baseURL)
+					var w wire
+					sess, w = mcpSession(t, cat, conn, baseURL)
 					checkToolsList(t, sess, conn.Spec)
+					for v, n := range toolsListBytes(t, w) {
+						if n > openapi.ToolsBudget {
+							t.Errorf("tools/list for protocol version %q is %d bytes on the wire, over %d", v, n, openapi.ToolsBudget)
+						}
+						t.Logf("tools/list wire bytes, version %q: %d", v, n)
+					}
 				}
-				if cl.ownServer {
+				if cl.OwnServer {
 					// The gateway would send it to the vendor's own host:
 					// never leave loopback.
-					return errSkip
+					return fidelity.ErrSkip
 				}
-				args := map[string]any{"action": cl.action}
-				for k, x := range cl.args {
+				args := map[string]any{"action": cl.Action}
+				for k, x := range cl.Args {
 					args[k] = x
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: cl.entity, Arguments: args})
+				res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: cl.Entity, Arguments: args})
 				if err != nil {
 					return err
 				}
@@ -192,4 +210,172 @@ func toolText(res *sdk.CallToolResult) string {
 		s = s[:300] + "…"
 	}
 	return s
+}
+
+// wideDescription is a description written for TestToolsListWireBudget:
+// 40 tags of one operation each, every operation with k described query
+// parameters (descriptions padded by pad bytes), so that its tools/list lands anywhere near the budget.
+func wideDescription(k, pad int) []byte {
+	var paths []string
+	for i := range 40 {
+		var params []string
+		for j := range k {
+			params = append(params, fmt.Sprintf(`{"name": "filter_%d", "in": "query", "description": "Only the records whose field %d matches; several values are separated by commas%s.", "schema": {"type": "string", "maxLength": 64}}`, j, j, strings.Repeat("!", pad)))
+		}
+		paths = append(paths, fmt.Sprintf(`"/area%d/records": {"get": {"operationId": "listArea%dRecords", "tags": ["area%d"], "summary": "List the records of area %d", "parameters": [%s],
+  "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object", "properties": {"data": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"}}}}}}}}}}}}`,
+			i, i, i, i, strings.Join(params, ", ")))
+	}
+	return []byte(`{"openapi": "3.0.3", "info": {"title": "Wide", "version": "1", "description": "Forty areas of records."},
+  "servers": [{"url": "https://api.example.test"}], "security": [{"bearer": []}],
+  "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+  "paths": {` + strings.Join(paths, ",\n") + `}}`)
+}
+
+// TestToolsListWireBudget (issue 14 class 12): the tools/list a client
+// receives, measured on the wire for every protocol version (envelope,
+// the SDK's per-tool additions, outputSchema), stays within ToolsBudget
+// for the description whose compiled tools/list comes closest to it, and
+// ToolsListBound, which generate and lint report, is an upper bound.
+func TestToolsListWireBudget(t *testing.T) {
+	t.Parallel()
+	best, bestPad, bestSize := -1, 0, 0
+	for k := 1; k <= 12; k++ {
+		for pad := 0; pad < 40; pad += 3 {
+			r, err := openapi.Analyze(wideDescription(k, pad), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := openapi.ToolsListBound(r.Spec); n > openapi.ToolsBudget {
+				t.Errorf("k=%d pad=%d: tools/list bound %d over the budget", k, pad, n)
+			}
+			if n := r.Spec.ToolsListSize(); n > bestSize {
+				best, bestPad, bestSize = k, pad, n
+			}
+		}
+	}
+	spec := wideDescription(best, bestPad)
+	r, err := openapi.Analyze(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, conn := catalogOf(t, &compiled{spec: spec, result: r}, "wide.json")
+	_, w := mcpSession(t, cat, conn, "http://127.0.0.1:9")
+	bound := openapi.ToolsListBound(conn.Spec)
+	for v, n := range toolsListBytes(t, w) {
+		t.Logf("k=%d: version %q: %d bytes on the wire (ToolsJSON %d, bound %d)", best, v, n, bestSize, bound)
+		if n > openapi.ToolsBudget || n > bound {
+			t.Errorf("version %q: tools/list is %d bytes on the wire; budget %d, bound %d", v, n, openapi.ToolsBudget, bound)
+		}
+	}
+}
+
+// TestDescribeBounded (issue 14 class 11): describe of an action whose
+// input schema is far over MaxDescribeBytes answers within the bound
+// through MCP, showing the top of the schema and naming, for each part
+// left out, the JSON pointer that describes it; describe with that path
+// answers that part, within the bound too; a path to nothing is refused.
+func TestDescribeBounded(t *testing.T) {
+	t.Parallel()
+	spec, err := os.ReadFile("testdata/deepschema.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := openapi.Analyze(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _ := r.Spec.Operation("createReport")
+	if whole, _ := json.Marshal(op.InputSchema); len(whole) < 3*registry.MaxDescribeBytes {
+		t.Fatalf("the fixture's schema is only %d bytes", len(whole))
+	}
+	cat, conn := catalogOf(t, &compiled{spec: spec, result: r}, "deepschema.yaml")
+	sess, _ := mcpSession(t, cat, conn, "http://127.0.0.1:9")
+	if _, err := sess.ListTools(context.Background(), nil); err != nil { // the client learns the x-mcp-header of target
+		t.Fatal(err)
+	}
+	entity, action := conn.Spec.Entities[0].Name, conn.Spec.Entities[0].Actions[0].Name
+	describe := func(path string) (*sdk.CallToolResult, string) {
+		args := map[string]any{"action": registry.DescribeAction, registry.DescribeTarget: action}
+		if path != "" {
+			args[registry.DescribePath] = path
+		}
+		res, err := sess.CallTool(context.Background(), &sdk.CallToolParams{Name: entity, Arguments: args})
+		if err != nil {
+			t.Fatalf("describe %q: %v", path, err)
+		}
+		text := ""
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				text += tc.Text
+			}
+		}
+		return res, text
+	}
+	res, text := describe("")
+	if res.IsError || len(text) > registry.MaxDescribeBytes {
+		t.Fatalf("describe: error %v, %d bytes", res.IsError, len(text))
+	}
+	stub := regexp.MustCompile(`"x-describe-path":"([^"]+)"`).FindStringSubmatch(text)
+	if stub == nil || !strings.Contains(text, `"section0"`) {
+		t.Fatalf("describe shows no top-level section or no path to a part left out: %.400s", text)
+	}
+	res, text = describe(stub[1])
+	if res.IsError || len(text) > registry.MaxDescribeBytes || !strings.Contains(text, `"schemaPath":"`+stub[1]+`"`) || !strings.Contains(text, `"properties"`) {
+		t.Errorf("describe path %s: error %v, %d bytes: %.300s", stub[1], res.IsError, len(text), text)
+	}
+	if res, text = describe("/properties/nowhere"); !res.IsError || !strings.Contains(text, "no schema at path") {
+		t.Errorf("describe of a path to nothing: %v %.200s", res.IsError, text)
+	}
+}
+
+// TestBinaryAnswerAsResource (issue 14 class 9, the answer side): a binary
+// upstream answer reaches the agent through MCP as an embedded resource
+// with its media type and exact bytes, and a line saying its type and
+// size, never as text.
+func TestBinaryAnswerAsResource(t *testing.T) {
+	t.Parallel()
+	spec, err := os.ReadFile("testdata/mediatypes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := openapi.Analyze(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdf := []byte("%PDF-1.7\n\x00\xff\xfe binary \x01\x02")
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/pdf")
+		w.Write(pdf)
+	}))
+	defer upstream.Close()
+	cat, conn := catalogOf(t, &compiled{spec: spec, result: r}, "mediatypes.yaml")
+	sess, _ := mcpSession(t, cat, conn, upstream.URL)
+	if _, err := sess.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var entity, action string
+	for _, e := range conn.Spec.Entities {
+		for _, a := range e.Actions {
+			if a.Op.ID == "getReport" {
+				entity, action = e.Name, a.Name
+			}
+		}
+	}
+	res, err := sess.CallTool(context.Background(), &sdk.CallToolParams{Name: entity, Arguments: map[string]any{"action": action, "id": "7"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %s", err, toolText(res))
+	}
+	var found bool
+	for _, c := range res.Content {
+		if er, ok := c.(*sdk.EmbeddedResource); ok {
+			found = true
+			if er.Resource.MIMEType != "application/pdf" || !bytes.Equal(er.Resource.Blob, pdf) {
+				t.Errorf("resource %s with %d bytes, want application/pdf with %d", er.Resource.MIMEType, len(er.Resource.Blob), len(pdf))
+			}
+		}
+	}
+	if text := toolText(res); !found || !strings.Contains(text, `"mediaType":"application/pdf"`) || !strings.Contains(text, fmt.Sprintf(`"bytes":%d`, len(pdf))) || strings.Contains(text, "PDF-1.7") {
+		t.Errorf("answer: resource %v, text %s", found, text)
+	}
 }

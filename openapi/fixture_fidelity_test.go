@@ -3,6 +3,7 @@ package openapi_test
 import (
 	"testing"
 
+	"github.com/switchboardhq/switchboard/openapi/fidelity"
 	"github.com/switchboardhq/switchboard/registry"
 )
 
@@ -11,7 +12,7 @@ import (
 // request must validate against its description.
 func TestFixtureFidelity(t *testing.T) {
 	t.Parallel()
-	d := &registry.Dispatcher{Client: loopbackClient()}
+	d := &registry.Dispatcher{Client: fidelity.LoopbackClient()}
 	for _, tt := range []struct {
 		file string
 		ops  int // operations the registry holds
@@ -23,8 +24,8 @@ func TestFixtureFidelity(t *testing.T) {
 			t.Parallel()
 			o := exercise(t, compileFile(t, tt.file), dispatch(t, d))
 			report(t, tt.file, o, tt.ops)
-			if len(o.failures) > 0 {
-				t.Errorf("%d requests do not validate", len(o.failures))
+			if len(o.Failures) > 0 {
+				t.Errorf("%d requests do not validate", len(o.Failures))
 			}
 		})
 	}

@@ -28,6 +28,10 @@ type GenerateOptions struct {
 	// SpecName is the description's file name; its extension (.json,
 	// .yaml, .yml) names the copy in the package ("openapi" + extension).
 	SpecName string
+	// Description is the connector's description for agents and people;
+	// empty takes the description's info.description, or else derives
+	// one from its title and tools (a package must lint clean).
+	Description string
 }
 
 // Package is a generated connector package: file name -> content.
@@ -59,7 +63,7 @@ func Generate(spec, mapping []byte, opts GenerateOptions) (*Package, error) {
 		}
 	}
 	specFile := "openapi" + ext
-	m, err := manifest(r.Doc, opts.ID, specFile)
+	m, err := manifest(r.Doc, opts.ID, specFile, describe(r, opts.Description))
 	if err != nil {
 		return nil, err
 	}
@@ -103,10 +107,10 @@ func envPrefix(id string) string {
 var semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
 // manifest derives the connector manifest from the description.
-func manifest(doc *openapi3.T, id, specFile string) (*registry.Manifest, error) {
-	title, version, desc := "", "", ""
+func manifest(doc *openapi3.T, id, specFile, desc string) (*registry.Manifest, error) {
+	title, version := "", ""
 	if doc.Info != nil {
-		title, version, desc = doc.Info.Title, doc.Info.Version, doc.Info.Description
+		title, version = doc.Info.Title, doc.Info.Version
 	}
 	if id == "" {
 		id = slugOf(title)
@@ -148,6 +152,39 @@ func manifest(doc *openapi3.T, id, specFile string) (*registry.Manifest, error) 
 		m.Docs.LLMShortDescription = strings.TrimSpace(truncate(m.Docs.LLMShortDescription, 560) + " (API version " + truncate(apiVersion, 30) + ")")
 	}
 	return m, nil
+}
+
+// describe is the connector's description: the one given, the
+// description's own, or one derived from its title and tools, so that a
+// generated manifest never lacks one (lint requires it).
+func describe(r *Result, given string) string {
+	if d := strings.TrimSpace(given); d != "" {
+		return d
+	}
+	if r.Doc.Info != nil && strings.TrimSpace(r.Doc.Info.Description) != "" {
+		return r.Doc.Info.Description
+	}
+	title := ""
+	if r.Doc.Info != nil {
+		title = strings.TrimSpace(r.Doc.Info.Title)
+	}
+	if title == "" {
+		title = "This API"
+	}
+	ops := 0
+	names := make([]string, 0, len(r.Spec.Entities))
+	for _, e := range r.Spec.Entities {
+		ops += len(e.Actions)
+		names = append(names, e.Name)
+	}
+	list := strings.Join(names, ", ")
+	if len(names) > 12 {
+		list = strings.Join(names[:12], ", ") + fmt.Sprintf(" and %d more", len(names)-12)
+	}
+	if ops == 0 {
+		return title + ": no operations."
+	}
+	return fmt.Sprintf("%s: %d operations on %s.", title, ops, list)
 }
 
 func firstParagraph(s string) string {

@@ -155,21 +155,38 @@ func (c *compiler) mappedGroups(m *Mapping) []*group {
 	return groups
 }
 
-// defaultGroups groups operations by x-entity, else their first tag,
-// else the first meaningful path segment.
+// defaultGroups groups operations by x-entity, else their first tag
+// unless it holds more than coarseTag operations, else the resource of
+// their path (resourceName).
 func (c *compiler) defaultGroups() []*group {
 	tagNames := c.tagEntityNames()
 	index := map[string]*group{}
 	var groups []*group
+	perTag := map[string]int{}
+	for _, co := range c.ops {
+		if co.entity == "" && len(co.tags) > 0 {
+			perTag[co.tags[0]]++
+		}
+	}
+	resources := map[string]string{} // singular -> the name used
+	for _, co := range c.ops {
+		name := pathEntity(co.op.Path)
+		key := singular(name)
+		if cur, ok := resources[key]; !ok || len(name) > len(cur) || len(name) == len(cur) && name < cur {
+			resources[key] = name
+		}
+	}
 	for _, co := range c.ops {
 		var name string
 		switch {
 		case co.entity != "":
 			name = snake(co.entity, 64)
-		case len(co.tags) > 0:
+		case len(co.tags) > 0 && perTag[co.tags[0]] <= coarseTag:
+			// A coarser tag is not one tool: its operations are grouped
+			// by resource, as untagged ones are.
 			name = tagNames[co.tags[0]]
 		default:
-			name = pathEntity(co.op.Path)
+			name = resourceName(co.op.Path, resources)
 		}
 		g := index[name]
 		if g == nil {
@@ -368,6 +385,23 @@ func (c *compiler) tagEntityNames() map[string]string {
 
 var versionSegment = regexp.MustCompile(`^(v\d+(\.\d+)*|\d[\d.-]*|api)$`)
 
+// coarseTag is the number of operations above which a tag is too coarse
+// to be one entity: its operations are grouped by the resource in their
+// path instead.
+const coarseTag = 25
+
+// resourceName is the entity of an operation grouped by its path: the
+// first segment that is neither a version, a parameter nor "api", with
+// singular and plural forms merged under the longer one, which resources
+// holds by singular ("/users", "/user/{id}" -> users).
+func resourceName(path string, resources map[string]string) string {
+	name := pathEntity(path)
+	if n, ok := resources[singular(name)]; ok {
+		return n
+	}
+	return name
+}
+
 // pathEntity names an untagged operation's entity after the first path
 // segment that is neither a version, a parameter nor "api".
 func pathEntity(path string) string {
@@ -398,6 +432,7 @@ var levels = []level{
 	{desc: 160, summary: 0, union: 1024},
 	{desc: 120, summary: 0, union: 0},
 	{desc: 60, summary: 0, union: 0},
+	{desc: 24, summary: 0, union: 0},
 }
 
 // fitBudget sets each entity's description, input schema and Compact
@@ -420,7 +455,7 @@ func fitBudget(entities []*registry.Entity, groups []*group) {
 		sizes[i] = len(b)
 	}
 	for li, lv := range levels {
-		total := len(`{"tools":[]}`)
+		total := len(`{"tools":[]}`) - 1
 		for i, e := range entities {
 			e.Description = entityDescription(e.Name, descs[e.Name], e.Actions, lv)
 			if lv.union > 0 && sizes[i] <= lv.union {
@@ -428,10 +463,10 @@ func fitBudget(entities []*registry.Entity, groups []*group) {
 			} else {
 				e.InputSchema, e.Compact = compactSchema(e.Actions), true
 			}
-			b, _ := json.Marshal(registry.Tool{Name: e.Name, Description: e.Description, InputSchema: e.InputSchema, Annotations: e.Annotations.MCP()})
-			total += len(b) + 1
+			e.OutputSchema = nil
+			total += e.MCPToolSize()
 		}
-		if total <= ToolsBudget || li == len(levels)-1 {
+		if total <= listBudget || li == len(levels)-1 {
 			fitOutputs(entities, total)
 			return
 		}
@@ -442,9 +477,22 @@ func fitBudget(entities []*registry.Entity, groups []*group) {
 // first; 0 is the permissive schema, -1 the same without its description.
 var outputTiers = []int{8192, 4096, 2048, 1024, 512, 0, -1}
 
-// sdkToolOverhead is the room per tool fitOutputs leaves for what the
-// SDK's tools/list adds to ToolsJSON.
-const sdkToolOverhead = 64
+// envelopeReserve is the room left for the JSON-RPC envelope around the
+// SDK's tools/list result and the _meta a 2026-07-28 answer carries (about
+// 190 bytes together): the budget is what a client reads off the wire,
+// which TestVendorFidelityThroughMCP and TestToolsListWireBudget measure
+// for every protocol version.
+const envelopeReserve = 320
+
+// ToolsListBound is an upper bound of the bytes a client receives for the
+// API's tools/list, in any protocol version: the SDK's result for its
+// tools plus envelopeReserve. Compilation keeps it within ToolsBudget.
+func ToolsListBound(api *registry.Spec) int {
+	return registry.MCPToolsListSize(api.Entities) + envelopeReserve
+}
+
+// listBudget is the size the SDK's tools/list result may take.
+const listBudget = ToolsBudget - envelopeReserve
 
 // fitOutputs gives the entities whose answers are known the richest output
 // schemas (one tier for all) that keep tools/list, of total bytes
@@ -452,9 +500,7 @@ const sdkToolOverhead = 64
 // fit. Output schemas never take room from the input schemas.
 func fitOutputs(entities []*registry.Entity, total int) {
 	const member = len(`,"outputSchema":`)
-	// The SDK's tools/list writes each tool a little larger than ToolsJSON
-	// (about 47 bytes measured): output schemas keep that room free.
-	budget := ToolsBudget - sdkToolOverhead*len(entities)
+	budget := listBudget
 	for _, tier := range outputTiers {
 		n := total
 		schemas := make([]*jsonschema.Schema, len(entities))

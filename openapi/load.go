@@ -36,9 +36,12 @@ func invalidOpenAPI(err error) error {
 // (normalised, then converted to 3.0), in JSON or YAML. External
 // references are refused with an error naming them: a connector package is
 // compiled from its bytes alone.
-func load(spec []byte) (*openapi3.T, error) {
+//
+// A description kin-openapi refuses is loaded again after repairRefs,
+// whose findings are returned.
+func load(spec []byte) (*openapi3.T, []finding, error) {
 	if len(bytes.TrimSpace(spec)) == 0 {
-		return nil, invalidOpenAPI(errors.New("the description is empty"))
+		return nil, nil, invalidOpenAPI(errors.New("the description is empty"))
 	}
 	if ext := externalRefs(spec); len(ext) > 0 {
 		more := ""
@@ -46,24 +49,36 @@ func load(spec []byte) (*openapi3.T, error) {
 			more = fmt.Sprintf(" and %d more", len(ext)-maxNamed)
 			ext = ext[:maxNamed]
 		}
-		return nil, switchboard.E(switchboard.ErrInvalid, "external_reference",
-			"the OpenAPI description refers to other documents, which a connector package cannot follow: %s%s; bundle them into one file first",
+		return nil, nil, switchboard.E(switchboard.ErrInvalid, "external_reference",
+			"the OpenAPI description refers to other documents, which a connector package cannot follow: %s%s; connector generate --spec on the root file bundles local files into one",
 			strings.Join(ext, ", "), more)
 	}
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = false
 	loader.Context = context.Background()
 	if swagger2.Match(spec) && !bytes.Contains(spec[:min(len(spec), 4096)], []byte("openapi")) {
-		return loadSwagger2(spec, loader)
+		doc, err := loadSwagger2(spec, loader)
+		return doc, nil, err
 	}
 	doc, err := loader.LoadFromData(spec)
+	var repairs []finding
 	if err != nil {
-		return nil, invalidOpenAPI(err)
+		fixed, found, rerr := repairRefs(spec)
+		if rerr != nil || found == nil {
+			return nil, nil, invalidOpenAPI(err)
+		}
+		loader = openapi3.NewLoader()
+		loader.IsExternalRefsAllowed = false
+		loader.Context = context.Background()
+		if doc, err = loader.LoadFromData(fixed); err != nil {
+			return nil, nil, invalidOpenAPI(err)
+		}
+		repairs = found
 	}
 	if doc.OpenAPI == "" {
-		return nil, invalidOpenAPI(errors.New("no openapi version"))
+		return nil, nil, invalidOpenAPI(errors.New("no openapi version"))
 	}
-	return doc, nil
+	return doc, repairs, nil
 }
 
 // externalRefs lists, sorted and once each, the $ref values that point

@@ -59,6 +59,7 @@ func outputSchema(op *openapi3.Operation) (*jsonschema.Schema, error) {
 		default:
 			conv := newConverter()
 			conv.depthLimit, conv.nodeLimit = outputDepth, outputNodes
+			conv.omit = omitWriteOnly
 			s, err := conv.convert(mt.Schema, 1)
 			if err != nil {
 				return nil, fmt.Errorf("response %s: %w", code, err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -32,6 +33,45 @@ type converter struct {
 	// depthLimit and nodeLimit are maxDepth and maxNodes unless set
 	// otherwise (output schemas are kept smaller).
 	depthLimit, nodeLimit int
+	// omit drops properties from the schemas converted: readOnly ones
+	// from requests (a client never sends them, and a readOnly property
+	// listed in required is required in responses only), writeOnly ones
+	// from answers.
+	omit omitMode
+}
+
+// omitMode says which properties a converter leaves out.
+type omitMode int
+
+const (
+	omitNone omitMode = iota
+	omitReadOnly
+	omitWriteOnly
+)
+
+// omitted reports whether the property schema p is left out.
+func (c *converter) omitted(p *openapi3.SchemaRef) bool {
+	if p == nil || p.Value == nil {
+		return false
+	}
+	return c.omit == omitReadOnly && p.Value.ReadOnly || c.omit == omitWriteOnly && p.Value.WriteOnly
+}
+
+// omittedName reports whether the property name of s (or of one of its
+// allOf members, which a required list may name) is left out.
+func (c *converter) omittedName(s *openapi3.Schema, name string, depth int) bool {
+	if s == nil || depth > 8 {
+		return false
+	}
+	if p, ok := s.Properties[name]; ok {
+		return c.omitted(p)
+	}
+	for _, m := range s.AllOf {
+		if m != nil && c.omittedName(m.Value, name, depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 func newConverter() *converter {
@@ -216,6 +256,9 @@ func (c *converter) convert(ref *openapi3.SchemaRef, depth int) (*jsonschema.Sch
 	if len(s.Properties) > 0 {
 		out.Properties = make(map[string]*jsonschema.Schema, len(s.Properties))
 		for _, k := range sortedKeys(s.Properties) {
+			if c.omitted(s.Properties[k]) {
+				continue
+			}
 			ps, err := c.convert(s.Properties[k], depth+1)
 			if err != nil {
 				return nil, err
@@ -237,6 +280,12 @@ func (c *converter) convert(ref *openapi3.SchemaRef, depth int) (*jsonschema.Sch
 		out.PatternProperties[k] = ps
 	}
 	out.Required = dedupe(s.Required)
+	if c.omit != omitNone {
+		out.Required = slices.DeleteFunc(out.Required, func(name string) bool { return c.omittedName(s, name, 0) })
+		if len(out.Required) == 0 {
+			out.Required = nil
+		}
+	}
 	ap := s.AdditionalProperties
 	switch {
 	case ap.Has != nil && !*ap.Has:
@@ -255,8 +304,14 @@ func (c *converter) convert(ref *openapi3.SchemaRef, depth int) (*jsonschema.Sch
 		return nil, err
 	}
 	if d := s.Discriminator; d != nil && d.PropertyName != "" {
+		pinned := pinDiscriminator(d, s.OneOf, out.OneOf)
+		pinned = pinDiscriminator(d, s.AnyOf, out.AnyOf) || pinned
 		requireDiscriminator(d.PropertyName, out.OneOf)
 		requireDiscriminator(d.PropertyName, out.AnyOf)
+		if pinned {
+			note := fmt.Sprintf("The property %q decides which alternative applies.", d.PropertyName)
+			out.Description = strings.TrimSpace(truncate(out.Description, maxDescription-len(note)-1) + " " + note)
+		}
 	}
 	if s.Not != nil {
 		if out.Not, err = c.convert(s.Not, depth+1); err != nil {
@@ -423,4 +478,66 @@ func requireDiscriminator(prop string, branches []*jsonschema.Schema) {
 		}
 		b.Required = append(b.Required, prop)
 	}
+}
+
+// pinDiscriminator gives each branch that is a named component the values
+// of the discriminator property that select it: those the mapping names
+// it by, or else its component name (OpenAPI's implicit mapping), unless
+// the branch restricts the property to values of its own. JSON
+// Schema has no discriminator keyword, so without this two overlapping
+// branches both match and oneOf refuses every body; with it, exactly the
+// branch the property names applies, as OpenAPI means. It reports whether
+// any branch was pinned.
+func pinDiscriminator(d *openapi3.Discriminator, refs openapi3.SchemaRefs, branches []*jsonschema.Schema) bool {
+	if len(refs) != len(branches) {
+		return false
+	}
+	pinned := false
+	for i, r := range refs {
+		b := branches[i]
+		if r == nil || r.Ref == "" || b == nil {
+			continue
+		}
+		if p := b.Properties[d.PropertyName]; p != nil && (len(p.Enum) > 0 || p.Const != nil) {
+			continue // the branch names its values itself
+		}
+		name := refName(r.Ref)
+		var values []any
+		for _, k := range sortedKeys(d.Mapping) {
+			if m := d.Mapping[k]; m.Ref == r.Ref || refName(m.Ref) == name && !strings.Contains(m.Ref, "#") {
+				values = append(values, k)
+			}
+		}
+		if len(values) == 0 {
+			if mappedElsewhere(d, name) {
+				continue
+			}
+			values = []any{name}
+		}
+		prop := &jsonschema.Schema{}
+		if p := b.Properties[d.PropertyName]; p != nil {
+			cp := *p
+			prop = &cp
+		}
+		prop.Enum, prop.Const = values, nil
+		if prop.Type == "" && len(prop.Types) == 0 {
+			prop.Type = "string"
+		}
+		if b.Properties == nil {
+			b.Properties = map[string]*jsonschema.Schema{}
+		}
+		b.Properties[d.PropertyName] = prop
+		if !contains(b.Required, d.PropertyName) {
+			b.Required = append(b.Required, d.PropertyName)
+		}
+		pinned = true
+	}
+	return pinned
+}
+
+// mappedElsewhere reports whether the mapping names a value for the
+// component name: then the name itself does not select it implicitly.
+func mappedElsewhere(d *openapi3.Discriminator, name string) bool {
+	_, ok := d.Mapping[name]
+	return ok
 }

@@ -3,7 +3,7 @@ package registry
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -42,6 +42,7 @@ func NewAPI(title string, servers []string, entities []*Entity, problems []strin
 					a.Problems = append(a.Problems, fmt.Sprintf("%s: input schema cannot be resolved: %v", op.Name, err))
 				} else {
 					op.resolved = r
+					op.stringsOnly = stringsOnlySchema(op.InputSchema)
 				}
 			}
 			if op.Name != "" {
@@ -97,6 +98,9 @@ const maxArgsMessage = 900
 // whose message names what is wrong (never an argument's value) and what
 // the operation expects.
 func (o *Operation) Validate(args map[string]any) error {
+	if err := o.Load(); err != nil {
+		return err
+	}
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -131,8 +135,11 @@ func (o *Operation) Validate(args map[string]any) error {
 				return switchboard.E(switchboard.ErrInvalid, "invalid_config", "operation %s has an input schema that cannot be used", o.Name).WithCause(err)
 			}
 		}
+		if o.stringsOnly && allStrings(args) {
+			return nil // what the validator would say, at a fraction of the cost
+		}
 		if err := r.Validate(args); err != nil {
-			reasons = append(reasons, schemaReason(err.Error()))
+			reasons = append(reasons, schemaReason(o.InputSchema, args, err.Error()))
 		}
 	}
 	if len(reasons) == 0 {
@@ -143,17 +150,6 @@ func (o *Operation) Validate(args map[string]any) error {
 		msg = msg[:maxArgsMessage-3] + "..."
 	}
 	return switchboard.E(switchboard.ErrInvalid, "invalid_arguments", "%s", msg)
-}
-
-var schemaPath = regexp.MustCompile(`validating /properties/([^/:\s]+)`)
-
-// schemaReason reduces a jsonschema validation error to the argument it is
-// about, dropping any echoed value.
-func schemaReason(msg string) string {
-	if m := schemaPath.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("argument %q does not match its schema", unescapePointer(m[1]))
-	}
-	return "arguments do not match the schema"
 }
 
 func unescapePointer(s string) string {
@@ -316,17 +312,20 @@ func (a *Spec) ToolsListSize() int { return len(a.ToolsJSON()) }
 
 // actionDoc is the DescribeAction answer for one action.
 type actionDoc struct {
-	Entity      string             `json:"entity"`
-	Action      string             `json:"action"`
-	OperationID string             `json:"operation_id"`
-	Method      string             `json:"method"`
-	Path        string             `json:"path"`
-	Summary     string             `json:"summary,omitempty"`
-	Description string             `json:"description,omitempty"`
-	Deprecated  bool               `json:"deprecated,omitempty"`
-	Annotations ToolAnnotations    `json:"annotations"`
-	Usage       string             `json:"usage"`
-	InputSchema *jsonschema.Schema `json:"inputSchema"`
+	Entity      string          `json:"entity"`
+	Action      string          `json:"action"`
+	OperationID string          `json:"operation_id"`
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	Summary     string          `json:"summary,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Deprecated  bool            `json:"deprecated,omitempty"`
+	Annotations ToolAnnotations `json:"annotations"`
+	Usage       string          `json:"usage"`
+	// SchemaPath is the JSON pointer inside the input schema that
+	// InputSchema shows ("" for the whole schema).
+	SchemaPath  string `json:"schemaPath,omitempty"`
+	InputSchema any    `json:"inputSchema"`
 }
 
 // actionSummary is one line of the DescribeAction answer without target.
@@ -344,10 +343,23 @@ type actionSummary struct {
 // arguments to pass beside "action"); with "" it returns every action's
 // summary, method, path and required arguments. An unknown action is an
 // ErrInvalid error with code "invalid_arguments" that lists the actions.
-func (e *Entity) Describe(action string) (json.RawMessage, error) {
+// The answer is bounded by MaxDescribeBytes (see DescribeAt).
+func (e *Entity) Describe(action string) (json.RawMessage, error) { return e.DescribeAt(action, "") }
+
+// DescribeAt is Describe for the part of an action's input schema at the
+// JSON pointer path ("" for all of it). A schema too large for
+// MaxDescribeBytes is shown to the depth that fits; each part left out
+// names the path that describes it.
+func (e *Entity) DescribeAt(action, path string) (json.RawMessage, error) {
+	if action == "" && path != "" {
+		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_arguments", "%s: describe with %q needs %q, the action whose schema it points into", e.Name, DescribePath, DescribeTarget)
+	}
 	if action == "" {
 		list := make([]actionSummary, 0, len(e.Actions))
 		for _, a := range e.Actions {
+			if err := a.Op.Load(); err != nil {
+				return nil, err
+			}
 			s := actionSummary{Action: a.Name, Annotations: a.Op.Annotations().MCP(), Method: a.Op.Method, Path: a.Op.Path, Summary: a.Op.Summary}
 			if a.Op.InputSchema != nil {
 				s.Required = a.Op.InputSchema.Required
@@ -373,11 +385,72 @@ func (e *Entity) Describe(action string) (json.RawMessage, error) {
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_arguments", "%s", msg)
 	}
 	op := a.Op
-	return json.Marshal(actionDoc{
+	if err := op.Load(); err != nil {
+		return nil, err
+	}
+	doc := actionDoc{
 		Entity: e.Name, Action: a.Name, OperationID: op.ID, Method: op.Method, Path: op.Path,
 		Summary: op.Summary, Description: op.Description, Deprecated: op.Deprecated,
 		Annotations: op.Annotations().MCP(),
 		Usage:       fmt.Sprintf("Call this tool with {\"action\": %q} plus the arguments below as top-level properties.", a.Name),
-		InputSchema: op.InputSchema,
-	})
+		SchemaPath:  path,
+	}
+	room := MaxDescribeBytes - len(mustJSON(doc)) - len(`,"inputSchema":`)
+	schema, err := describeSchema(op, path, room)
+	if err != nil {
+		return nil, err
+	}
+	doc.InputSchema = schema
+	return json.Marshal(doc)
+}
+
+// stringsOnlySchema reports whether s is an object schema whose only
+// constraints are properties that are plain strings ({"type": "string"}
+// with annotations at most), required properties and, optionally, no
+// additional properties. Against such a schema an argument map is valid
+// when its required members are present (checked first by Validate), no
+// member is unknown (idem) and every member is a string; the schema
+// validator, which costs a quarter of a tools/call's allocations, is then
+// not needed. Anything else in the schema, or a value that is not a
+// string, goes to the validator, whose word (and error text) stands.
+func stringsOnlySchema(s *jsonschema.Schema) bool {
+	if s == nil || s.Type != "object" {
+		return false
+	}
+	top := withoutAnnotations(s)
+	top.Type, top.Properties, top.Required = "", nil, nil
+	if ap := top.AdditionalProperties; ap != nil {
+		if !reflect.DeepEqual(*ap, jsonschema.Schema{Not: &jsonschema.Schema{}}) {
+			return false
+		}
+		top.AdditionalProperties = nil
+	}
+	if !reflect.DeepEqual(top, jsonschema.Schema{}) {
+		return false
+	}
+	for _, p := range s.Properties {
+		if p == nil || !reflect.DeepEqual(withoutAnnotations(p), jsonschema.Schema{Type: "string"}) {
+			return false
+		}
+	}
+	return true
+}
+
+// withoutAnnotations is a copy of s without the keywords that do not
+// constrain a value.
+func withoutAnnotations(s *jsonschema.Schema) jsonschema.Schema {
+	c := *s
+	c.Title, c.Description, c.Comment, c.Default, c.Deprecated = "", "", "", nil, false
+	c.ReadOnly, c.WriteOnly, c.Examples, c.Extra, c.PropertyOrder = false, false, nil, nil, nil
+	return c
+}
+
+// allStrings reports whether every value of args is a string.
+func allStrings(args map[string]any) bool {
+	for _, v := range args {
+		if _, ok := v.(string); !ok {
+			return false
+		}
+	}
+	return true
 }

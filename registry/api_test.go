@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -63,5 +64,58 @@ func TestNewAPI(t *testing.T) {
 	wg.Wait()
 	if err := bad.Validate(map[string]any{"p": "x"}); !errors.Is(err, switchboard.ErrInvalid) || switchboard.CodeOf(err) != "invalid_config" {
 		t.Errorf("unresolvable schema: %v", err)
+	}
+}
+
+// The strings-only shortcut of Validate is taken only for schemas whose
+// every constraint it checks, and never accepts what the schema
+// validator refuses.
+func TestValidateStringsOnlyAgreesWithValidator(t *testing.T) {
+	schema := func(doc string) *jsonschema.Schema {
+		var s jsonschema.Schema
+		if err := json.Unmarshal([]byte(doc), &s); err != nil {
+			t.Fatal(err)
+		}
+		return &s
+	}
+	cases := []struct {
+		doc    string
+		simple bool
+	}{
+		{`{"type":"object","properties":{"owner":{"type":"string","description":"who"},"repo":{"type":"string"}},"required":["owner"]}`, true},
+		{`{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":false,"title":"t"}`, true},
+		{`{"type":"object","properties":{"id":{"type":"string","x-vendor":1}}}`, true},
+		{`{"type":"object","properties":{"id":{"type":"string","minLength":3}}}`, false},
+		{`{"type":"object","properties":{"id":{"type":"string","enum":["a"]}}}`, false},
+		{`{"type":"object","properties":{"id":{"type":"string","format":"date-time"}}}`, false},
+		{`{"type":"object","properties":{"id":{"type":"string","pattern":"^a"}}}`, false},
+		{`{"type":"object","properties":{"n":{"type":"integer"}}}`, false},
+		{`{"type":"object","properties":{"id":{"type":["string","null"]}}}`, false},
+		{`{"type":"object","properties":{"id":{"type":"string"}},"minProperties":2}`, false},
+		{`{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":{"type":"string"}}`, false},
+		{`{"type":"object","properties":{"id":{"$ref":"#/$defs/s"}},"$defs":{"s":{"type":"string","maxLength":1}}}`, false},
+		{`{"type":"object","properties":{"id":{"type":"string"}},"allOf":[{"required":["x"]}]}`, false},
+	}
+	argSets := []map[string]any{
+		{}, {"owner": "octo"}, {"owner": "octo", "repo": "hello"}, {"id": "abc"}, {"id": "a"}, {"id": "2026-01-01"},
+		{"id": 5.0}, {"id": nil}, {"n": 1.0}, {"owner": "", "extra": "x"},
+	}
+	for _, c := range cases {
+		s := schema(c.doc)
+		if got := stringsOnlySchema(s); got != c.simple {
+			t.Errorf("stringsOnlySchema(%s) = %v, want %v", c.doc, got, c.simple)
+		}
+		r, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.doc, err)
+		}
+		fast := &Operation{Name: "op", InputSchema: s, resolved: r, stringsOnly: stringsOnlySchema(s)}
+		slow := &Operation{Name: "op", InputSchema: s, resolved: r}
+		for _, args := range argSets {
+			ef, es := fast.Validate(args), slow.Validate(args)
+			if (ef == nil) != (es == nil) || (ef != nil && ef.Error() != es.Error()) {
+				t.Errorf("schema %s, args %v: with the shortcut %v, without %v", c.doc, args, ef, es)
+			}
+		}
 	}
 }

@@ -13,8 +13,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	switchboard "github.com/switchboardhq/switchboard"
@@ -161,6 +163,14 @@ type LoadOptions struct {
 	// set, the index must carry a signature (connectors.json.sig) by one
 	// of them, or the whole catalog is refused.
 	Keys []ed25519.PublicKey
+	// Compiled, when set, keeps OpenAPI connectors' registries in their
+	// compact runtime form and caches them (see Compiled); nil compiles
+	// every description and keeps the compiler's registry whole.
+	Compiled *Compiled
+	// RefuseLintErrors refuses, naming its errors, a connector whose
+	// manifest has lint errors (LintManifest): what `switchboard
+	// connector lint` rejects is not served. serve sets it.
+	RefuseLintErrors bool
 }
 
 // LoadCatalog reads the catalog rooted at fsys: the index connectors.json at
@@ -205,9 +215,34 @@ func LoadCatalogWith(fsys fs.FS, compile Compiler, opts LoadOptions) (*Catalog, 
 		return nil, err
 	}
 
+	// Connectors load in parallel, one per processor: compiling a large
+	// description is CPU-bound and independent of the others.
+	type loaded struct {
+		conn *Connector
+		err  error
+	}
+	results := make([]loaded, len(idx.Connectors))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(idx.Connectors)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				conn, err := loadConnector(fsys, idx.Connectors[i], compile, opts)
+				results[i] = loaded{conn, err}
+			}
+		}()
+	}
+	for i := range idx.Connectors {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
 	st := &catalogState{version: idx.Version, signed: signed, connectors: map[string]*Connector{}}
-	for _, e := range idx.Connectors {
-		conn, err := loadConnector(fsys, e, compile)
+	for i, e := range idx.Connectors {
+		conn, err := results[i].conn, results[i].err
 		if err != nil {
 			st.problems = append(st.problems, err)
 			continue
@@ -263,8 +298,10 @@ func refuse(id, code, format string, args ...any) *switchboard.Error {
 	return switchboard.E(switchboard.ErrInvalid, code, "connector %q refused: %s", id, fmt.Sprintf(format, args...))
 }
 
-// loadConnector verifies and loads one connector package.
-func loadConnector(fsys fs.FS, e IndexEntry, compile Compiler) (*Connector, error) {
+// loadConnector verifies and loads one connector package; with compiled
+// set, its registry is the compact one (see Compiled).
+func loadConnector(fsys fs.FS, e IndexEntry, compile Compiler, opts LoadOptions) (*Connector, error) {
+	compiled := opts.Compiled
 	if !switchboard.ValidSlug(e.ID) {
 		return nil, refuse(e.ID, "connector_invalid", "id is not a valid slug")
 	}
@@ -320,6 +357,18 @@ func loadConnector(fsys fs.FS, e IndexEntry, compile Compiler) (*Connector, erro
 		return nil, refuse(e.ID, "connector_invalid", "manifest type %q does not match the index type %q", m.Type, e.Type)
 	}
 
+	// A package its own lint rejects is not served: what a connector
+	// author was told is an error never reaches an agent.
+	if opts.RefuseLintErrors {
+		listed := make([]string, 0, len(files))
+		for p := range files {
+			listed = append(listed, p)
+		}
+		if errs := lintErrors(LintManifest(raw, e.Folder, listed)); len(errs) > 0 {
+			return nil, refuse(e.ID, "connector_lint", "lint errors: %s (see switchboard connector lint)", strings.Join(errs, "; "))
+		}
+	}
+
 	for _, ref := range []struct{ what, path string }{
 		{"icon", e.IconSmall}, {"icon", e.IconLarge},
 		{"icon", m.Icons.Small}, {"icon", m.Icons.Large},
@@ -355,7 +404,12 @@ func loadConnector(fsys fs.FS, e IndexEntry, compile Compiler) (*Connector, erro
 				return nil, err
 			}
 		}
-		api, err := compile(spec, mapping)
+		var api *Spec
+		if compiled != nil {
+			api, err = compiled.spec(compiled.key(fileSHA(e, m.OpenAPI), fileSHA(e, m.Mapping)), spec, mapping, compile)
+		} else {
+			api, err = compile(spec, mapping)
+		}
 		if err != nil {
 			return nil, refuse(e.ID, "connector_invalid", "compiling %s: %v", m.OpenAPI, err)
 		}
@@ -365,6 +419,21 @@ func loadConnector(fsys fs.FS, e IndexEntry, compile Compiler) (*Connector, erro
 		conn.Spec = api
 	}
 	return conn, nil
+}
+
+// fileSHA is the lower-case hex sha256 the index records for a file of
+// the connector's package (which its bytes were verified against), or ""
+// for none.
+func fileSHA(e IndexEntry, p string) string {
+	if p == "" {
+		return ""
+	}
+	for _, f := range e.Files {
+		if f.Path == p {
+			return strings.ToLower(f.SHA256)
+		}
+	}
+	return ""
 }
 
 // readVerified reads one listed file and checks its size and sha256. The
@@ -521,3 +590,22 @@ func hashFolder(fsys fs.FS, folder string) ([]IndexFile, error) {
 	slices.SortFunc(files, func(a, b IndexFile) int { return strings.Compare(a.Path, b.Path) })
 	return files, nil
 }
+
+// lintErrors lists, bounded, the errors among lint findings.
+func lintErrors(findings []Finding) []string {
+	var out []string
+	for _, f := range findings {
+		if f.Severity != SeverityError {
+			continue
+		}
+		if len(out) == maxNamedLint {
+			out = append(out, "…")
+			break
+		}
+		out = append(out, truncateBytes(f.Path+": "+f.Message, 160))
+	}
+	return out
+}
+
+// maxNamedLint bounds the lint errors a refusal names.
+const maxNamedLint = 3

@@ -52,7 +52,11 @@ const DefaultMaxResponseBytes = 10 << 20
 
 // Dispatcher sends calls upstream. Client should be the guarded outbound
 // client (dial guard, timeouts, no redirects); when nil a client with a 30 s
-// timeout that follows no redirect is used.
+// timeout that follows no redirect is used. Since no redirect is followed,
+// a request goes straight to the client's transport, bounded by the
+// client's Timeout (http.Client.Do would add a copy of the headers, kept
+// for redirects, and its own timer: a tenth of a tools/call's
+// allocations); a client with a cookie jar goes through Do.
 type Dispatcher struct {
 	Client           *http.Client
 	MaxResponseBytes int64 // default DefaultMaxResponseBytes
@@ -69,26 +73,34 @@ var defaultClient = &http.Client{
 // upstream_unavailable, an address the egress guard refuses one with code
 // egress_refused.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
-	req, err := BuildRequest(ctx, c)
-	if err != nil {
-		return nil, err
-	}
 	client := d.Client
 	if client == nil {
 		client = defaultClient
+	}
+	reqCtx := ctx
+	if client.Jar == nil && client.Timeout > 0 {
+		// The whole exchange, body included (read below), as
+		// http.Client.Timeout bounds it.
+		var cancel context.CancelFunc
+		reqCtx, cancel = context.WithTimeout(ctx, client.Timeout)
+		defer cancel()
+	}
+	req, err := BuildRequest(reqCtx, c)
+	if err != nil {
+		return nil, err
 	}
 	limit := d.MaxResponseBytes
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	resp, err := client.Do(req)
+	resp, err := send(client, req)
 	if err != nil {
 		// The transport's error text holds the URL, which may carry a
 		// credential in its query: it is not kept.
 		return nil, transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	body, err := readUpTo(resp, limit)
 	if err != nil {
 		ue := transportError(ctx, err)
 		ue.Status = resp.StatusCode
@@ -108,6 +120,40 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
 		return out, NewUpstreamError(resp.StatusCode, resp.Header, body)
 	}
 	return out, nil
+}
+
+// send sends req with client: to its transport when it has no cookie
+// jar (the Dispatcher follows no redirects, so Do would add nothing but
+// copies), else with Do.
+func send(client *http.Client, req *http.Request) (*http.Response, error) {
+	if client.Jar != nil {
+		return client.Do(req)
+	}
+	rt := client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(req)
+	if err == nil && resp == nil {
+		err = errors.New("the transport returned no response")
+	}
+	return resp, err
+}
+
+// readUpTo reads resp's body, at most limit+1 bytes (one more than the
+// cap, to tell a body at the cap from a longer one). A body of announced
+// length within the cap is read into a buffer of that size (the transport
+// holds the body to its Content-Length), without io.ReadAll's growing
+// copies.
+func readUpTo(resp *http.Response, limit int64) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= limit {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, limit+1))
 }
 
 func transportError(ctx context.Context, err error) *UpstreamError {
@@ -143,6 +189,9 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	op := c.Op
 	if op == nil {
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "no operation to call")
+	}
+	if err := op.Load(); err != nil {
+		return nil, err
 	}
 	args := c.Args
 	if args == nil {
@@ -255,7 +304,11 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
+	accept := op.Accept
+	if accept == "" {
+		accept = "application/json"
+	}
+	req.Header.Set("Accept", accept)
 	if c.Credentials != nil {
 		if err := c.Credentials.Apply(req); err != nil {
 			return nil, fmt.Errorf("applying credentials for %s: %w", op.Name, err)

@@ -1,5 +1,10 @@
 package registry
 
+import (
+	"bytes"
+	"encoding/json"
+)
+
 // Connector types.
 const (
 	TypeOpenAPI   = "openapi"
@@ -103,6 +108,37 @@ type Field struct {
 	Secret      bool   `json:"secret,omitempty"`
 	Default     string `json:"default,omitempty"`
 	Example     string `json:"example,omitempty"`
+	// Scope says whose value the field holds: "global" (the instance's,
+	// set by an admin at install) or "user" (each user's own, set by the
+	// member themself and stored per tenant, instance and user). Empty
+	// inherits the manifest's scope.
+	Scope string `json:"scope,omitempty"`
+}
+
+// Field scopes (Field.Scope and Manifest.Scope).
+const (
+	ScopeGlobal = "global"
+	ScopeUser   = "user"
+)
+
+// UserField reports whether f holds each user's own value: it is marked
+// scope user, or it inherits the user scope of the connector.
+func (m *Manifest) UserField(f Field) bool {
+	if f.Scope != "" {
+		return f.Scope == ScopeUser
+	}
+	return m.Scope == ScopeUser
+}
+
+// UserFields returns the fields whose values are per user (UserField).
+func (m *Manifest) UserFields() []Field {
+	var out []Field
+	for _, f := range m.Env {
+		if m.UserField(f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Auth says how the connector authenticates to the vendor.
@@ -127,14 +163,68 @@ type Auth struct {
 	Provider string `json:"provider,omitempty"`
 	// Scopes are the OAuth scopes the connector needs.
 	Scopes []string `json:"scopes,omitempty"`
-	// Deliver is how an oauth2 access token reaches an MCP server the
-	// connector runs: "env" (a variable) or "file".
-	Deliver string `json:"deliver,omitempty"`
+	// Deliver is how an oauth2 token reaches the MCP server an
+	// mcp_local connector runs: "env" or "file" (the short form), or a
+	// Delivery object.
+	Deliver *Delivery `json:"deliver,omitempty"`
 	// TokenAuthMethod is how the client authenticates at the token
 	// endpoint in mode jwt (RFC 7523 §3.1): client_secret_basic,
 	// client_secret_post or none. Empty: client_secret_basic when the
 	// instance has a client secret, else none.
 	TokenAuthMethod string `json:"token_auth_method,omitempty"`
+}
+
+// Delivery is how an mcp_local connector's server receives the OAuth
+// token of the call's user (or of the instance): in an environment
+// variable or in a file of its private directory (removed when it
+// exits), in one of the formats DeliveryFormats. The host mints or
+// refreshes the token with its token machinery and starts a new process
+// before the token it gave expires. A token never appears in argv.
+type Delivery struct {
+	// As is "env" or "file".
+	As string `json:"as"`
+	// Format is access_token (the default: the bare access token),
+	// refresh_token (the bare refresh token; the server refreshes it with
+	// the client id and secret in <ENV>_CLIENT_ID and <ENV>_CLIENT_SECRET,
+	// or in the files <path>.client_id and <path>.client_secret), or
+	// google_authorized_user (the JSON of Google's authorized-user
+	// credentials: type, client_id, client_secret, refresh_token).
+	Format string `json:"format,omitempty"`
+	// Env is the variable (As env); default ACCESS_TOKEN.
+	Env string `json:"env,omitempty"`
+	// Path is the file's path relative to the private directory (As
+	// file); default token. The server finds the directory in
+	// MCP_WORK_DIR (its working directory too).
+	Path string `json:"path,omitempty"`
+}
+
+// Delivery formats.
+const (
+	DeliverAccessToken          = "access_token"
+	DeliverRefreshToken         = "refresh_token"
+	DeliverGoogleAuthorizedUser = "google_authorized_user"
+)
+
+// DeliveryFormats are the formats a Delivery may name.
+var DeliveryFormats = []string{DeliverAccessToken, DeliverRefreshToken, DeliverGoogleAuthorizedUser}
+
+// UnmarshalJSON reads the short form "env" or "file" as well as the
+// object.
+func (d *Delivery) UnmarshalJSON(b []byte) error {
+	var as string
+	if json.Unmarshal(b, &as) == nil {
+		*d = Delivery{As: as}
+		return nil
+	}
+	type plain Delivery
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	*d = Delivery(p)
+	return nil
 }
 
 // Docs are the connector's human and agent-facing texts.

@@ -78,11 +78,12 @@ var (
 var manifestKeys = map[string][]string{
 	"$":                     {"id", "name", "version", "type", "scope", "requires", "tags", "user_description", "auth", "docs", "env", "icons", "openapi", "mapping", "base_url", "verify", "mcp_config"},
 	"$.auth":                {"type", "modes", "delivery", "param", "format", "field", "token_field", "provider", "scopes", "deliver", "token_auth_method"},
+	"$.auth.deliver":        {"as", "format", "env", "path"},
 	"$.docs":                {"llm_short_description", "guide", "url", "translations"},
 	"$.docs.translations":   {"*"},
 	"$.docs.translations.*": {"name", "user_description", "llm_short_description", "guide"},
 	"$.env":                 {"[]"},
-	"$.env[]":               {"name", "label", "description", "required", "secret", "default", "example"},
+	"$.env[]":               {"name", "label", "description", "required", "secret", "default", "example", "scope"},
 	"$.icons":               {"small", "large"},
 	"$.verify":              {"command", "timeout_secs", "probe"},
 	"$.verify.probe":        {"operation", "expect", "args"},
@@ -315,6 +316,9 @@ func (l *linter) env(m *Manifest) {
 			}
 			l.errorf("env-secret-value", p+"."+which, "remove it: a manifest never carries a secret value", "secret field %q has a %s", clipLint(f.Name), which)
 		}
+		if f.Scope != "" && !slices.Contains(manifestScopes, f.Scope) {
+			l.errorf("scope-enum", p+".scope", "use global (set by an admin at install) or user (each user sets their own)", "unknown field scope %q", clipLint(f.Scope))
+		}
 	}
 }
 
@@ -356,7 +360,7 @@ func (l *linter) auth(m *Manifest) {
 		if len(a.Scopes) == 0 {
 			l.errorf("required", "$.auth.scopes", "list the OAuth scopes the connector needs", "an oauth2 connector needs auth.scopes")
 		}
-		if a.Deliver == "" && m.Type == TypeMCPLocal {
+		if (a.Deliver == nil || a.Deliver.As == "") && m.Type == TypeMCPLocal {
 			l.errorf("required", "$.auth.deliver", "set auth.deliver to env or file", "an mcp_local oauth2 connector needs auth.deliver")
 		}
 	case "password":
@@ -374,8 +378,19 @@ func (l *linter) auth(m *Manifest) {
 		l.errorf("token-auth-method-enum", "$.auth.token_auth_method", "use client_secret_basic, client_secret_post or none",
 			"unknown token_auth_method %q", clipLint(a.TokenAuthMethod))
 	}
-	if a.Deliver != "" && !slices.Contains(tokenDeliveries, a.Deliver) {
-		l.errorf("deliver-enum", "$.auth.deliver", "use env or file", "unknown deliver %q", clipLint(a.Deliver))
+	if d := a.Deliver; d != nil {
+		if !slices.Contains(tokenDeliveries, d.As) {
+			l.errorf("deliver-enum", "$.auth.deliver", "use env or file", "unknown deliver %q", clipLint(d.As))
+		}
+		if d.Format != "" && !slices.Contains(DeliveryFormats, d.Format) {
+			l.errorf("deliver-format-enum", "$.auth.deliver.format", "use one of "+strings.Join(DeliveryFormats, ", "), "unknown deliver format %q", clipLint(d.Format))
+		}
+		if d.Env != "" && !envNamePattern.MatchString(d.Env) {
+			l.errorf("env-name", "$.auth.deliver.env", "use an UPPER_SNAKE_CASE variable name", "deliver env %q is not UPPER_SNAKE_CASE", clipLint(d.Env))
+		}
+		if d.Path != "" && !cleanRelPath(d.Path) {
+			l.errorf("file-path", "$.auth.deliver.path", "use a relative path without .. or a leading /", "deliver path %q is not a clean relative path", clipLint(d.Path))
+		}
 	}
 	if a.Field != "" {
 		credential("$.auth.field", a.Field)

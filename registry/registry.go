@@ -99,6 +99,9 @@ type Operation struct {
 	Deprecated bool
 	// Server overrides the API's server for this operation, if set.
 	Server string
+	// Accept is the Accept header sent: the media types the operation's
+	// answers declare, JSON first; "" sends application/json.
+	Accept string
 	// InputSchema is the object schema of this operation's arguments:
 	// one property per parameter by name, plus "body" when it has one.
 	InputSchema *jsonschema.Schema
@@ -111,6 +114,15 @@ type Operation struct {
 	OutputSchema *jsonschema.Schema
 
 	resolved *jsonschema.Resolved
+	// lazy, when set, holds the encoded schemas of an operation loaded
+	// from the compiled form (see Compiled): InputSchema, the Params' and
+	// the Body's Schema are filled by Load on first use, and OutputSchema
+	// stays nil.
+	lazy *lazySchemas
+	// stringsOnly is set when InputSchema is an object whose properties
+	// are all plain strings (stringsOnlySchema): then arguments that are
+	// all strings are valid without asking the schema validator.
+	stringsOnly bool
 }
 
 // Param is one path, query, header or cookie parameter.

@@ -50,6 +50,10 @@ type Remote struct {
 	Keys []ed25519.PublicKey
 	// Compile compiles the connectors' descriptions.
 	Compile Compiler
+	// Compiled, when set, is passed to LoadCatalogWith (LoadOptions).
+	Compiled *Compiled
+	// RefuseLintErrors is passed to LoadCatalogWith (LoadOptions).
+	RefuseLintErrors bool
 }
 
 // Load returns the remote catalog: freshly downloaded, or, when the
@@ -158,7 +162,7 @@ func (r *Remote) loadCached() (*Catalog, error) {
 	if dir == "" {
 		return nil, errors.New("no cached catalog")
 	}
-	return LoadCatalogWith(os.DirFS(dir), r.Compile, LoadOptions{Keys: r.Keys})
+	return LoadCatalogWith(os.DirFS(dir), r.Compile, LoadOptions{Keys: r.Keys, Compiled: r.Compiled, RefuseLintErrors: r.RefuseLintErrors})
 }
 
 // fetch downloads the index (and signature), verifies the signature, and,
@@ -238,7 +242,7 @@ func (r *Remote) fetch(ctx context.Context) (*Catalog, bool, error) {
 			}
 		}
 	}
-	cat, err := LoadCatalogWith(os.DirFS(stage), r.Compile, LoadOptions{Keys: r.Keys})
+	cat, err := LoadCatalogWith(os.DirFS(stage), r.Compile, LoadOptions{Keys: r.Keys, Compiled: r.Compiled, RefuseLintErrors: r.RefuseLintErrors})
 	if err != nil {
 		return nil, false, err
 	}

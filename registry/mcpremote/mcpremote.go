@@ -367,3 +367,10 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Do runs fn with the instance's session (connecting first when there
+// is none), for the MCP methods other than tools (resources, prompts,
+// completions), with Call's retry and error classification.
+func (c *Conn) Do(ctx context.Context, u Upstream, fn func(context.Context, *sdk.ClientSession) error) error {
+	return c.withSession(ctx, u, fn)
+}

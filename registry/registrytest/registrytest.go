@@ -62,12 +62,13 @@ func Write(t testing.TB, files map[string]string) string {
 	return dir
 }
 
-// Load writes the catalog and loads it as the server does (compiling
-// OpenAPI connectors with openapi.Compile); a refused connector fails the
+// Load writes the catalog and loads it as the server does: OpenAPI
+// connectors compiled with openapi.Compile and kept in the compact form
+// (registry.Compiled, without a disk cache). A refused connector fails the
 // test.
 func Load(t testing.TB, files map[string]string) *registry.Catalog {
 	t.Helper()
-	cat, err := registry.LoadCatalog(os.DirFS(Write(t, files)), openapi.Compile)
+	cat, err := registry.LoadCatalogWith(os.DirFS(Write(t, files)), openapi.Compile, registry.LoadOptions{Compiled: &registry.Compiled{}})
 	if err != nil {
 		t.Fatalf("LoadCatalog: %v", err)
 	}
@@ -75,4 +76,30 @@ func Load(t testing.TB, files map[string]string) *registry.Catalog {
 		t.Fatalf("catalog problems: %v", p)
 	}
 	return cat
+}
+
+// Notes is a one-operation connector whose users connect their own
+// accounts (auth mode oauth): GET {API_URL}/me is the tool "me" (action
+// get), and the instance names its OAuth client and endpoints in its
+// fields. The README's invitation walkthrough and the end-to-end tests of
+// that path install it.
+var Notes = map[string]string{
+	"notes/connector.json": `{
+  "id": "notes", "name": "Notes", "version": "1.0.0", "type": "openapi", "scope": "global",
+  "auth": {"type": "oauth2", "modes": ["oauth"], "scopes": ["notes.read"], "provider": "notes"},
+  "docs": {"llm_short_description": "Whose notes these are: the signed-in user of the notes API."},
+  "env": [
+    {"name": "API_URL", "label": "API URL", "required": true},
+    {"name": "CLIENT_ID", "label": "Client id"},
+    {"name": "CLIENT_SECRET", "label": "Client secret", "secret": true},
+    {"name": "AUTHORIZE_URL", "label": "Authorize URL"},
+    {"name": "TOKEN_URL", "label": "Token URL"}
+  ],
+  "openapi": "openapi.json", "base_url": "{ENV:API_URL}"
+}`,
+	"notes/openapi.json": `{
+  "openapi": "3.0.3", "info": {"title": "Notes", "version": "1"},
+  "paths": {"/me": {"get": {"operationId": "getMe", "x-entity": "me", "x-action": "get", "summary": "Whose notes",
+     "responses": {"200": {"description": "ok"}}}}}
+}`,
 }
