@@ -125,24 +125,37 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // serves the whole server.
 func (s *Server) Router() *echo.Echo { return s.echo }
 
-// record writes an audit row of a change made by the request's principal
-// in tenant: action on subject (a user id or a key id).
-func (s *Server) record(c echo.Context, tenant switchboard.TenantID, instance, subject, action string) {
+// actorOf is the audit actor of the request's principal ("" when there
+// is none).
+func actorOf(c echo.Context) string {
+	if p := principalOf(c); p != nil {
+		return p.Actor
+	}
+	return ""
+}
+
+// recordAs writes an audit row of a change made by actor in tenant.
+func (s *Server) recordAs(actor string, tenant switchboard.TenantID, instance, subject, action string) {
+	s.recordOutcome(actor, tenant, instance, subject, action, "ok")
+}
+
+// recordOutcome writes an admin audit row of actor with outcome ("ok" or
+// an error code).
+func (s *Server) recordOutcome(actor string, tenant switchboard.TenantID, instance, subject, action, outcome string) {
 	if s.cfg.AuditLog == nil {
 		return
 	}
-	actor := ""
-	if p := principalOf(c); p != nil {
-		actor = p.Actor
-	}
 	s.cfg.AuditLog.Record(audit.Entry{Tenant: tenant, Instance: instance, Actor: actor, Subject: subject,
-		Tool: "admin", Action: action, Outcome: "ok"})
+		Tool: "admin", Action: action, Outcome: outcome})
 }
 
 // logger returns the request's logger, or the configured one.
-func (s *Server) logger(c echo.Context) *slog.Logger {
-	if l, ok := c.Request().Context().Value(loggerKey).(*slog.Logger); ok {
-		return l
+func (s *Server) logger(c echo.Context) *slog.Logger { return s.loggerOf(c.Request().Context()) }
+
+// loggerOf returns the logger RequestLog put in ctx, or the configured one.
+func (s *Server) loggerOf(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*requestLogger); ok {
+		return l.logger()
 	}
 	return s.cfg.Logger
 }

@@ -225,6 +225,9 @@ func TestOpenAPIDocumentDescribesEveryRoute(t *testing.T) {
 				if _, ok := op.Responses.Map()["401"]; !ok {
 					t.Errorf("%s %s: no 401 response", method, path)
 				}
+				if method == http.MethodGet && path != "/v1/connectors" {
+					checkListPaging(t, path, op)
+				}
 			}
 		}
 	}
@@ -684,5 +687,33 @@ func TestRequestLogAndRequestID(t *testing.T) {
 	if l["status"] != float64(200) || l["bytes"] != float64(5) || l["tenant"] != "acme" ||
 		l["path"] != "/workspaces/acme/webhooks/gh.mcp" || l["method"] != "POST" {
 		t.Fatalf("request line = %v", l)
+	}
+}
+
+// checkListPaging requires of a list operation that it documents paging: the limit and cursor parameters, the
+// 400 of a bad one, and next_cursor in the answer. The connector catalog
+// (in memory, not a store list) is the one list that does not page.
+func checkListPaging(t *testing.T, path string, op *openapi3.Operation) {
+	t.Helper()
+	ok := op.Responses.Map()["200"]
+	if ok == nil || ok.Value == nil || ok.Value.Content["application/json"] == nil {
+		return
+	}
+	schema := ok.Value.Content["application/json"].Schema.Value
+	// A list answers its rows in an array named as its path's last
+	// segment (the audit log: entries).
+	key := strings.ReplaceAll(path[strings.LastIndex(path, "/")+1:], "-", "_")
+	if key == "audit" {
+		key = "entries"
+	}
+	if p := schema.Properties[key]; p == nil || !p.Value.Type.Is("array") {
+		return
+	}
+	params := map[string]bool{}
+	for _, p := range op.Parameters {
+		params[p.Value.Name] = true
+	}
+	if !params["limit"] || !params["cursor"] || schema.Properties["next_cursor"] == nil || op.Responses.Map()["400"] == nil {
+		t.Errorf("GET %s is a list that does not document limit, cursor, next_cursor and 400", path)
 	}
 }

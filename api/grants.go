@@ -15,7 +15,9 @@ import (
 type Grants interface {
 	Status(ctx context.Context, tenantSlug, instanceSlug, user string) (*auth.GrantStatus, error)
 	Connect(ctx context.Context, tenantSlug, instanceSlug, user string) (*auth.Flow, error)
-	Disconnect(ctx context.Context, tenantSlug, instanceSlug, user string) error
+	// Disconnect deletes user's grant, revoking it at the provider first
+	// when the connector declares a revocation endpoint (best effort).
+	Disconnect(ctx context.Context, tenantSlug, instanceSlug, user string) (auth.Disconnected, error)
 	// Secure reports whether flow cookies must be Secure.
 	Secure() bool
 }
@@ -86,12 +88,22 @@ func (s *Server) grantDisconnect(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Grants.Disconnect(c.Request().Context(), c.Param("tenant"), c.Param("instance"), user); err != nil {
+	d, err := s.cfg.Grants.Disconnect(c.Request().Context(), c.Param("tenant"), c.Param("instance"), user)
+	if err != nil {
 		return err
 	}
 	if t, err := s.pathTenant(c); err == nil {
-		s.record(c, t.ID, c.Param("instance"), user, "grant.disconnect")
+		s.recordDisconnect(principalOf(c).Actor, t.ID, c.Param("instance"), user, d)
 	}
 	s.logger(c).Info("oauth grant disconnected", "tenant", c.Param("tenant"), "instance", c.Param("instance"), "actor", principalOf(c).Actor)
 	return c.JSON(http.StatusOK, map[string]any{"connected": false})
+}
+
+// recordDisconnect audits a disconnected grant: the disconnect, and a
+// revocation the provider did not accept (outcome: its error code).
+func (s *Server) recordDisconnect(actor string, tenant switchboard.TenantID, instance, user string, d auth.Disconnected) {
+	s.recordAs(actor, tenant, instance, user, "grant.disconnect")
+	if d.RevokeFailed != "" {
+		s.recordOutcome(actor, tenant, instance, user, "grant.revoke", d.RevokeFailed)
+	}
 }

@@ -2,12 +2,14 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -23,19 +25,35 @@ func (s *Server) createTenant(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	t, err := s.cfg.Tenants.CreateTenant(c.Request().Context(), req.Slug, req.Name)
+	t, err := s.CreateTenant(c.Request().Context(), actorOf(c), req.Slug, req.Name)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, t)
 }
 
+// CreateTenant creates a tenant as POST /v1/tenants does, and records
+// the change in the new tenant's audit log with actor (the console's
+// operator pages call it too).
+func (s *Server) CreateTenant(ctx context.Context, actor, slug, name string) (*tenants.Tenant, error) {
+	t, err := s.cfg.Tenants.CreateTenant(ctx, slug, name)
+	if err != nil {
+		return t, err
+	}
+	s.recordAs(actor, t.ID, "", t.Slug, "tenant.create")
+	return t, nil
+}
+
 func (s *Server) listTenants(c echo.Context) error {
-	list, err := s.cfg.Tenants.ListTenants(c.Request().Context())
+	q, err := pageQuery(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tenants": list})
+	list, next, err := s.cfg.Tenants.TenantsPage(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return listPage(c, map[string]any{"tenants": list}, next)
 }
 
 func (s *Server) getTenant(c echo.Context) error {
@@ -85,12 +103,13 @@ func missingProperty(name string) error {
 
 // request is the body of a PUT: connector_id, auth_mode and agents must
 // all be present, so that a forgotten one never resets the auth mode or
-// empties the allowlist silently.
-func (b *installBody) request() (tenants.InstallRequest, error) {
+// empties the allowlist silently. auth_mode is "" for a connector that
+// declares no auth modes (auth type none), and only for one.
+func (b *installBody) request(cat *registry.Catalog) (tenants.InstallRequest, error) {
 	switch {
 	case b.ConnectorID == nil || *b.ConnectorID == "":
 		return tenants.InstallRequest{}, missingProperty("connector_id")
-	case b.AuthMode == nil || *b.AuthMode == "":
+	case b.AuthMode == nil || (*b.AuthMode == "" && !withoutAuthModes(cat, *b.ConnectorID)):
 		return tenants.InstallRequest{}, missingProperty("auth_mode")
 	case b.Agents == nil:
 		return tenants.InstallRequest{}, missingProperty("agents")
@@ -102,12 +121,22 @@ func (b *installBody) request() (tenants.InstallRequest, error) {
 	return tenants.InstallRequest{ConnectorID: *b.ConnectorID, AuthMode: *b.AuthMode, Agents: *b.Agents, Fields: fields}, nil
 }
 
+// withoutAuthModes reports whether the catalog's connector id declares no
+// auth modes.
+func withoutAuthModes(cat *registry.Catalog, id string) bool {
+	if cat == nil {
+		return false
+	}
+	c, ok := cat.Connector(id)
+	return ok && len(c.Manifest.Auth.Modes) == 0
+}
+
 func (s *Server) putInstance(c echo.Context) error {
 	var body installBody
 	if err := decode(c, &body); err != nil {
 		return err
 	}
-	req, err := body.request()
+	req, err := body.request(s.cfg.Catalog)
 	if err != nil {
 		return err
 	}
@@ -173,15 +202,19 @@ func memberViews(list ...*tenants.InstanceView) []MemberInstanceView {
 }
 
 func (s *Server) listInstances(c echo.Context) error {
-	list, err := s.cfg.Tenants.ListInstances(c.Request().Context(), c.Param("tenant"))
+	q, err := pageQuery(c)
+	if err != nil {
+		return err
+	}
+	list, next, err := s.cfg.Tenants.InstancesPage(c.Request().Context(), c.Param("tenant"), q)
 	if err != nil {
 		return err
 	}
 	if !principalOf(c).admin() {
-		return c.JSON(http.StatusOK, map[string]any{"instances": memberViews(list...)})
+		return listPage(c, map[string]any{"instances": memberViews(list...)}, next)
 	}
 	s.logAttention(c, c.Param("tenant"), list...)
-	return c.JSON(http.StatusOK, map[string]any{"instances": list})
+	return listPage(c, map[string]any{"instances": list}, next)
 }
 
 func (s *Server) getInstance(c echo.Context) error {
@@ -225,11 +258,15 @@ func (s *Server) createCaller(c echo.Context) error {
 }
 
 func (s *Server) listCallers(c echo.Context) error {
-	list, err := s.cfg.Tenants.ListCallers(c.Request().Context(), c.Param("tenant"))
+	q, err := pageQuery(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"callers": list})
+	list, next, err := s.cfg.Tenants.CallersPage(c.Request().Context(), c.Param("tenant"), q)
+	if err != nil {
+		return err
+	}
+	return listPage(c, map[string]any{"callers": list}, next)
 }
 
 func (s *Server) revokeCaller(c echo.Context) error {

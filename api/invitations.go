@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/members"
+	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/signin"
 )
 
@@ -48,17 +50,30 @@ func (s *Server) createInvitation(c echo.Context) error {
 		return switchboard.E(switchboard.ErrInvalid, "invalid_lifetime", "lifetime_seconds is between 1 and %d (0: 24 hours)",
 			int64(members.MaxInvitationLifetime/time.Second))
 	}
-	if p := principalOf(c); req.Role == members.RoleOwner && p != nil && !p.Operator && !p.Role.AtLeast(members.RoleOwner) {
-		return errOwnerOnly
+	inviter, actor := members.RoleOwner, members.ActorOperator // the operator may invite owners
+	if p := principalOf(c); p != nil && !p.Operator {
+		inviter = p.Role
 	}
-	actor := members.ActorOperator
 	if p := principalOf(c); p != nil && p.Actor != "" {
 		actor = p.Actor
 	}
-	inv, token, err := s.cfg.Members.Invite(ctx, actor, t.ID, req.Email, req.Role,
-		time.Duration(req.LifetimeSeconds)*time.Second)
+	inv, token, err := s.Invite(ctx, actor, inviter, t.ID, req.Email, req.Role, time.Duration(req.LifetimeSeconds)*time.Second)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, createdInvitation{Invitation: inv, URL: signin.LinkURL(s.cfg.PublicURL, token.Reveal())})
+}
+
+// Invite invites email to the tenant with role, for actor whose role is
+// inviter: only an owner may make someone an owner. The /v1 route and the
+// console's Members page invite through it. The returned token (the link
+// is signin.LinkURL of it) is shown once.
+func (s *Server) Invite(ctx context.Context, actor string, inviter members.Role, tenant switchboard.TenantID, email string, role members.Role, ttl time.Duration) (members.Invitation, secrets.Secret, error) {
+	if s.cfg.Members == nil {
+		return members.Invitation{}, secrets.Secret{}, errNoMembers
+	}
+	if role == members.RoleOwner && !inviter.AtLeast(members.RoleOwner) {
+		return members.Invitation{}, secrets.Secret{}, errOwnerOnly
+	}
+	return s.cfg.Members.Invite(ctx, actor, tenant, email, role, ttl)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -8,6 +9,7 @@ import (
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // RoleChange is the body of PATCH /v1/tenants/{tenant}/members/{user}.
@@ -31,21 +33,27 @@ type MemberRemoval struct {
 	// disconnected, with the error code; an operator retries with
 	// DELETE .../instances/{instance}/grant?user_id=.
 	GrantsFailed map[string]string `json:"grants_failed,omitempty"`
+	// RevocationsFailed lists the instances whose provider did not accept
+	// the revocation of the member's token, with the error code; their
+	// grants were deleted all the same (revocation is best effort).
+	RevocationsFailed map[string]string `json:"revocations_failed,omitempty"`
 }
 
 func (s *Server) listMembers(c echo.Context) error {
 	if s.cfg.Members == nil {
 		return errNoMembers
 	}
-	t, err := s.pathTenant(c)
-	if err != nil {
-		return err
+	return tenantPage(s, c, "members", s.cfg.Members.MembersPage)
+}
+
+// listInvitations lists the tenant's invitations and sign-in links that
+// are neither used nor expired, newest first (never their links: only
+// their hashes are stored).
+func (s *Server) listInvitations(c echo.Context) error {
+	if s.cfg.Members == nil {
+		return errNoMembers
 	}
-	list, err := s.cfg.Members.Members(c.Request().Context(), t.ID)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"members": list})
+	return tenantPage(s, c, "invitations", s.cfg.Members.InvitationsPage)
 }
 
 // setMemberRole changes a member's role (owners only, by the route
@@ -92,35 +100,55 @@ func (s *Server) removeMember(c echo.Context) error {
 	default:
 		return switchboard.E(switchboard.ErrInvalid, "invalid_grants", "grants must be revoke (the default) or keep")
 	}
-	ctx := c.Request().Context()
 	t, err := s.pathTenant(c)
 	if err != nil {
 		return err
 	}
-	user, actor := c.Param("user"), principalOf(c).Actor
-	if err := s.cfg.Members.RemoveMember(ctx, actor, t.ID, user); err != nil {
+	out, err := s.RemoveMember(c.Request().Context(), principalOf(c).Actor, t, c.Param("user"), keepGrants)
+	if err != nil {
 		return err
 	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// RemoveMember removes user from the tenant for actor: their membership
+// and sessions, their tenant API keys (acting as them or created by them)
+// and, unless keepGrants, their per-user OAuth grants on every instance
+// (revoked at the provider when its connector declares a revocation
+// endpoint, and deleted), each with its audit row. The /v1 route and the
+// console's Members page remove members through it. Sessions and keys
+// are checked against the store on every request, so no replica accepts
+// them once this returns; a disconnected grant is announced to the other
+// replicas' token caches (LISTEN/NOTIFY).
+func (s *Server) RemoveMember(ctx context.Context, actor string, t *tenants.Tenant, user string, keepGrants bool) (MemberRemoval, error) {
+	if s.cfg.Members == nil {
+		return MemberRemoval{}, errNoMembers
+	}
+	if err := s.cfg.Members.RemoveMember(ctx, actor, t.ID, user); err != nil {
+		return MemberRemoval{}, err
+	}
 	out := MemberRemoval{UserID: user, GrantsRevoked: []string{}}
-	log := s.logger(c).With("tenant", t.Slug, "user", user, "actor", actor)
+	log := s.loggerOf(ctx).With("tenant", t.Slug, "user", user, "actor", actor)
 	if s.cfg.APIKeys != nil {
 		// The membership is gone already: a failure here is reported, and
 		// the keys are revoked by a retry of the removal's key step
 		// (DELETE .../api-keys/{key}).
+		var err error
 		if out.APIKeysRevoked, err = s.cfg.APIKeys.RevokeUser(ctx, t.ID, user); err != nil {
-			return err
+			return MemberRemoval{}, err
 		}
 	}
 	if !keepGrants && s.cfg.Grants != nil {
 		list, err := s.cfg.Tenants.ListInstances(ctx, t.Slug)
 		if err != nil {
-			return err
+			return MemberRemoval{}, err
 		}
 		for _, in := range list {
-			if in.AuthMode != registry.ModeOAuth && in.AuthMode != registry.ModeOAuthCentral {
+			if !PerUserGrants(in.AuthMode) {
 				continue
 			}
-			if err := s.cfg.Grants.Disconnect(ctx, t.Slug, in.Slug, user); err != nil {
+			d, err := s.cfg.Grants.Disconnect(ctx, t.Slug, in.Slug, user)
+			if err != nil {
 				if out.GrantsFailed == nil {
 					out.GrantsFailed = map[string]string{}
 				}
@@ -128,13 +156,25 @@ func (s *Server) removeMember(c echo.Context) error {
 				log.Warn("removed member's grant not disconnected", "instance", in.Slug, "err", err.Error())
 				continue
 			}
-			s.record(c, t.ID, in.Slug, user, "grant.disconnect")
+			s.recordDisconnect(actor, t.ID, in.Slug, user, d)
+			if d.RevokeFailed != "" {
+				if out.RevocationsFailed == nil {
+					out.RevocationsFailed = map[string]string{}
+				}
+				out.RevocationsFailed[in.Slug] = d.RevokeFailed
+			}
 			out.GrantsRevoked = append(out.GrantsRevoked, in.Slug)
 		}
 	}
 	if out.APIKeysRevoked > 0 {
-		s.record(c, t.ID, "", user, "api_key.revoke_member")
+		s.recordAs(actor, t.ID, "", user, "api_key.revoke_member")
 	}
 	log.Info("member removed", "api_keys_revoked", out.APIKeysRevoked, "grants_revoked", len(out.GrantsRevoked))
-	return c.JSON(http.StatusOK, out)
+	return out, nil
+}
+
+// PerUserGrants reports whether an instance of auth mode holds a grant
+// per user (OAuth), which removing a member disconnects.
+func PerUserGrants(mode string) bool {
+	return mode == registry.ModeOAuth || mode == registry.ModeOAuthCentral
 }

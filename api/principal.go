@@ -26,7 +26,8 @@ type Principal struct {
 	// without a user).
 	UserID string
 	// Actor names the principal in audit rows and in created_by:
-	// "operator", "key:<id>" or the member's user id.
+	// "operator" (a token), "operator:<session id>" (the operator's
+	// console session), "key:<id>" or the member's user id.
 	Actor string
 }
 
@@ -66,6 +67,11 @@ var errUnauthorized = switchboard.E(switchboard.ErrUnauthorized, "unauthorized",
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (*Principal, error) {
 	if r.Header.Get(echo.HeaderAuthorization) == "" && s.cfg.Session != nil {
 		if sess, ok := s.cfg.Session(ctx); ok {
+			if sess.Operator {
+				// The operator's console session (an operator sign-in
+				// link): the operator's rights, as an operator token.
+				return &Principal{Operator: true, Actor: "operator:" + sess.ID}, nil
+			}
 			return &Principal{Tenant: sess.Tenant, Role: switchboard.Role(sess.Role), UserID: sess.UserID, Actor: sess.UserID}, nil
 		}
 	}

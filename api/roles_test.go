@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,8 +20,18 @@ import (
 	"github.com/switchboardhq/switchboard/members"
 )
 
-// roleNames are the columns of the route × role table.
-var roleNames = []string{"operator", "owner", "admin", "member", "other tenant's owner", "other tenant's admin", "none"}
+// roleNames are the columns of the route × role table, and last the
+// operator's console session (an operator sign-in link), which gets
+// exactly what the operator token gets (want[0]) on every route.
+var roleNames = []string{"operator", "owner", "admin", "member", "other tenant's owner", "other tenant's admin", "none", "operator session"}
+
+// wantFor is the status role i gets for tc.
+func wantFor(tc roleCase, i int) int {
+	if i == len(tc.want) {
+		return tc.want[0]
+	}
+	return tc.want[i]
+}
 
 // roleCase is one /v1 route with a fixed request and the exact status
 // each role gets: operator, acme's owner (a session cookie), acme's admin
@@ -50,6 +61,9 @@ var roleTable = map[string]roleCase{
 	"GET /v1/tenants/:tenant/instances/:instance/grant":          {"GET", "/v1/tenants/acme/instances/gh/grant", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
 	"POST /v1/tenants/:tenant/instances/:instance/grant/connect": {"POST", "/v1/tenants/acme/instances/gh/grant/connect", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
 	"DELETE /v1/tenants/:tenant/instances/:instance/grant":       {"DELETE", "/v1/tenants/acme/instances/gh/grant", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/instances/:instance/settings":       {"GET", "/v1/tenants/acme/instances/gh/settings", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
+	"PUT /v1/tenants/:tenant/instances/:instance/settings":       {"PUT", "/v1/tenants/acme/instances/gh/settings", `{}`, [7]int{400, 400, 400, 400, 404, 404, 401}},
+	"DELETE /v1/tenants/:tenant/instances/:instance/settings":    {"DELETE", "/v1/tenants/acme/instances/gh/settings", ``, [7]int{400, 400, 400, 400, 404, 404, 401}},
 	"POST /v1/tenants/:tenant/callers":                           {"POST", "/v1/tenants/acme/callers", `{}`, [7]int{400, 400, 400, 403, 404, 404, 401}},
 	"GET /v1/tenants/:tenant/callers":                            {"GET", "/v1/tenants/acme/callers", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"DELETE /v1/tenants/:tenant/callers/:caller":                 {"DELETE", "/v1/tenants/acme/callers/cal_nope", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
@@ -57,10 +71,16 @@ var roleTable = map[string]roleCase{
 	"GET /v1/tenants/:tenant/api-keys":                           {"GET", "/v1/tenants/acme/api-keys", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"DELETE /v1/tenants/:tenant/api-keys/:key":                   {"DELETE", "/v1/tenants/acme/api-keys/key_nope", ``, [7]int{404, 404, 404, 403, 404, 404, 401}},
 	"POST /v1/tenants/:tenant/invitations":                       {"POST", "/v1/tenants/acme/invitations", `{}`, [7]int{400, 400, 400, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/invitations":                        {"GET", "/v1/tenants/acme/invitations", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"GET /v1/tenants/:tenant/members":                            {"GET", "/v1/tenants/acme/members", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"PATCH /v1/tenants/:tenant/members/:user":                    {"PATCH", "/v1/tenants/acme/members/usr_nope", `{"role":"admin"}`, [7]int{404, 404, 403, 403, 404, 404, 401}},
 	"DELETE /v1/tenants/:tenant/members/:user":                   {"DELETE", "/v1/tenants/acme/members/usr_nope", ``, [7]int{404, 404, 403, 403, 404, 404, 401}},
 	"GET /v1/tenants/:tenant/audit":                              {"GET", "/v1/tenants/acme/audit", ``, [7]int{200, 200, 200, 200, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/audit/export":                       {"GET", "/v1/tenants/acme/audit/export", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/audit/retention":                    {"GET", "/v1/tenants/acme/audit/retention", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"PUT /v1/tenants/:tenant/audit/retention":                    {"PUT", "/v1/tenants/acme/audit/retention", `{"days":0}`, [7]int{200, 200, 403, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/usage":                              {"GET", "/v1/tenants/acme/usage", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"GET /v1/usage":                                              {"GET", "/v1/usage", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
 	"PUT /v1/providers/:provider":                                {"PUT", "/v1/providers/nope", `{}`, [7]int{400, 403, 403, 403, 403, 403, 401}},
 	"GET /v1/providers":                                          {"GET", "/v1/providers", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
 	"GET /v1/providers/:provider":                                {"GET", "/v1/providers/nope", ``, [7]int{404, 403, 403, 403, 403, 403, 401}},
@@ -68,6 +88,7 @@ var roleTable = map[string]roleCase{
 	"POST /v1/operator-tokens":                                   {"POST", "/v1/operator-tokens", `{}`, [7]int{400, 403, 403, 403, 403, 403, 401}},
 	"GET /v1/operator-tokens":                                    {"GET", "/v1/operator-tokens", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
 	"DELETE /v1/operator-tokens/:token":                          {"DELETE", "/v1/operator-tokens/opt_nope", ``, [7]int{404, 403, 403, 403, 403, 403, 401}},
+	"POST /v1/operator-sign-in-links":                            {"POST", "/v1/operator-sign-in-links", ``, [7]int{201, 403, 403, 403, 403, 403, 401}},
 }
 
 // createKey creates a tenant API key with the operator token and returns
@@ -98,8 +119,25 @@ func roleEnv(t *testing.T, db *database.DB) (*env, []string) {
 		e.ownerSession("other"),
 		e.createKey("other", `{"name":"theirs","role":"admin"}`),
 		"",
+		e.operatorSession(),
 	}
 	return e, creds
+}
+
+// operatorSession signs the operator in with an operator sign-in link and
+// returns the session as a credential for req.
+func (e *env) operatorSession() string {
+	e.t.Helper()
+	ctx := context.Background()
+	_, link, err := e.server.Members().CreateOperatorLink(ctx, members.ActorOperator, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, token, err := e.server.Members().RedeemOperatorLink(ctx, link.Reveal())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sessionCred + token.Reveal()
 }
 
 // ownerSession adds an owner to tenant, signs them in, and returns the
@@ -152,8 +190,8 @@ func TestRouteRoles(t *testing.T) {
 					body, ct = strings.NewReader(tc.body), "application/json"
 				}
 				res := e.req(tc.method, tc.path, cred, ct, body)
-				if res.status != tc.want[i] {
-					t.Errorf("%s as %s: %d, want %d: %s", name, roleNames[i], res.status, tc.want[i], res.body)
+				if want := wantFor(tc, i); res.status != want {
+					t.Errorf("%s as %s: %d, want %d: %s", name, roleNames[i], res.status, want, res.body)
 					continue
 				}
 				if res.status >= 400 {
@@ -226,6 +264,21 @@ func TestTenantPrincipals(t *testing.T) {
 		if c := get("/v1/tenants/acme/audit?user_id=usr_else", member, 403).errCode(t); c != "role_required" {
 			t.Errorf("member asking for another user's rows: %s", c)
 		}
+		// Paging: one row a page, by the opaque cursor, reaches both rows
+		// once; a cursor the server did not give out is a typed 400.
+		first := get("/v1/tenants/acme/audit?instance=gh&limit=1", admin, 200).json(t)
+		next, _ := first["next_cursor"].(string)
+		if len(first["entries"].([]any)) != 1 || next == "" {
+			t.Fatalf("first page: %v", first)
+		}
+		second := get("/v1/tenants/acme/audit?instance=gh&limit=1&cursor="+url.QueryEscape(next), admin, 200).json(t)
+		if len(second["entries"].([]any)) != 1 || second["next_cursor"] != nil || second["prev_cursor"] == nil ||
+			second["entries"].([]any)[0].(map[string]any)["id"] == first["entries"].([]any)[0].(map[string]any)["id"] {
+			t.Errorf("second page: %v", second)
+		}
+		if c := get("/v1/tenants/acme/audit?cursor=bm90LWEtY3Vyc29y", admin, 400).errCode(t); c != "invalid_cursor" {
+			t.Errorf("forged cursor: %s", c)
+		}
 		if c := get("/v1/tenants/acme/instances/gh/grant?user_id=usr_else", member, 403).errCode(t); c != "role_required" {
 			t.Errorf("member asking for another user's grant: %s", c)
 		}
@@ -263,7 +316,7 @@ func TestTenantPrincipals(t *testing.T) {
 		// Creation and revocation are audited with actor and subject.
 		want := map[string]bool{"api_key.create:member": false, "api_key.revoke": false}
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			for _, row := range get("/v1/tenants/acme/audit?limit=1000", op, 200).json(t)["entries"].([]any) {
+			for _, row := range get("/v1/tenants/acme/audit?limit=500", op, 200).json(t)["entries"].([]any) {
 				r := row.(map[string]any)
 				if _, ok := want[r["action"].(string)]; ok && r["subject"] == ciID && r["actor"] == created["created_by"] {
 					want[r["action"].(string)] = true

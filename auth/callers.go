@@ -3,11 +3,18 @@ package auth
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/metrics"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -75,13 +82,36 @@ const maxIdentity = 128
 
 // Callers authenticates caller credentials. Live callers are cached in
 // memory by token hash, so a warm request costs no database round trip;
-// Invalidate drops revoked callers at once.
+// Invalidate drops revoked callers at once. Refusals are cheap too: an
+// unknown or revoked token is remembered for UnknownTokenTTL, and a source
+// whose credentials keep failing has its cache misses refused without a
+// lookup (AuthFailuresPerSource a minute). Every lookup is keyed by the
+// token's SHA-256, never by the token, so its timing tells a prober
+// nothing about stored tokens.
 type Callers struct {
 	store *tenants.Store
+	// metrics counts the cache's hits and misses (SetMetrics).
+	metrics *metrics.Metrics
+
+	// unknown holds the hashes of tokens the store did not know (or knew
+	// revoked): refused again without a query until they expire, or until
+	// a caller is created (Invalidate).
+	unknown *expirable.LRU[string, struct{}]
+	// failures counts the authentication failures per source (remote
+	// address) within a window of authFailureWindow.
+	failures *expirable.LRU[string, *atomic.Int32]
+	failMu   sync.Mutex // makes failed's get-or-add one step
+	// failureLimit is the number of failures a source may have within
+	// the window before its cache misses are refused; 0 turns the limit
+	// off.
+	failureLimit int32
+	// sourceOf names the source of a request (SetSources).
+	sourceOf func(*http.Request) string
 
 	mu sync.RWMutex
-	// byHash maps tenants.HashToken(token) to the cached caller.
-	byHash map[string]*cachedCaller
+	// byHash maps tenants.HashToken(token) to the cached caller, bounded
+	// by the cache budget and TTL (SetCache).
+	byHash *expirable.LRU[string, *cachedCaller]
 	// gen increases on every invalidation, so that a lookup that raced with
 	// one does not cache what it read.
 	gen uint64
@@ -103,11 +133,122 @@ type cachedCaller struct {
 	caller *tenants.Caller
 	// slug is the slug of the caller's tenant once it has been seen.
 	slug string
+	// touched is when this server last recorded the caller's use (Unix
+	// nanoseconds), so that it records it at most once per
+	// tenants.CallerTouchInterval.
+	touched atomic.Int64
 }
+
+// Bounds of the refusal caches. A token is 256 random bits, so an
+// unknown one stays unknown: the TTL only bounds how long a pathological
+// entry lives. The per-source budget is what makes a flood of distinct
+// bad tokens cheap.
+const (
+	UnknownTokenTTL       = 30 * time.Second
+	maxUnknownTokens      = 10_000
+	AuthFailuresPerSource = 10
+	authFailureWindow     = time.Minute
+	maxFailureSources     = 10_000
+)
+
+// errTooManyFailures refuses a source over its budget of authentication
+// failures; a caller already authenticated on this server still gets in.
+var errTooManyFailures = switchboard.E(switchboard.ErrUnavailable, "rate_limited",
+	"too many failed authentications from this address; retry in a minute")
 
 // NewCallers returns an authenticator over store.
 func NewCallers(store *tenants.Store) *Callers {
-	return &Callers{store: store, byHash: map[string]*cachedCaller{}}
+	return &Callers{store: store, byHash: newCallerCache(DefaultCacheBudget, DefaultCacheTTL),
+		unknown:      expirable.NewLRU[string, struct{}](maxUnknownTokens, nil, UnknownTokenTTL),
+		failures:     expirable.NewLRU[string, *atomic.Int32](maxFailureSources, nil, authFailureWindow),
+		failureLimit: AuthFailuresPerSource,
+		sourceOf:     remoteHost,
+	}
+}
+
+// SetSources sets how authentication failures are limited: limit
+// failures a minute per source (0 turns the limit off), the source being
+// the request's remote address, or, when that address is one of the
+// trusted proxies, the client address the proxies name in
+// X-Forwarded-For (the right-most one that is not itself a trusted
+// proxy). Without trusted proxies X-Forwarded-For is ignored, so that a
+// client cannot choose its own source. Behind a proxy that is not listed
+// every client shares the proxy's address, and one client's failures
+// would refuse everyone's first request: list the proxies, or turn the
+// limit off. Call it before serving.
+func (c *Callers) SetSources(limit int, trusted []*net.IPNet) {
+	c.failureLimit = int32(max(limit, 0))
+	c.sourceOf = remoteHost
+	if len(trusted) > 0 {
+		// echo's extractor walks X-Forwarded-For from the right, trusting
+		// only the ranges given (not loopback or private networks by
+		// default, which it would otherwise trust).
+		opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+		for _, n := range trusted {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+		c.sourceOf = echo.ExtractIPFromXFFHeader(opts...)
+	}
+}
+
+// Cache defaults, and the cost a caller is counted at against the budget
+// (its row, token hash and cache entry measure well under it).
+const (
+	DefaultCacheBudget = 64 << 20
+	DefaultCacheTTL    = 10 * time.Minute
+	callerCost         = 1 << 10
+	minCallers         = 8
+)
+
+func newCallerCache(budget int64, ttl time.Duration) *expirable.LRU[string, *cachedCaller] {
+	if budget <= 0 {
+		budget = DefaultCacheBudget
+	}
+	if ttl <= 0 {
+		ttl = DefaultCacheTTL
+	}
+	return expirable.NewLRU[string, *cachedCaller](int(max(budget/callerCost, minCallers)), nil, ttl)
+}
+
+// SetMetrics counts the cache's hits and misses in m. Call it before
+// serving.
+func (c *Callers) SetMetrics(m *metrics.Metrics) { c.metrics = m }
+
+// SetCache bounds the cache of authenticated callers by a memory budget
+// in bytes and a TTL (0 keeps the default). Call it before serving.
+func (c *Callers) SetCache(budget int64, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byHash = newCallerCache(budget, ttl)
+}
+
+// remoteHost is the request's remote address without its port: the
+// source of authentication failures when no proxy is trusted.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// overBudget reports whether src has failed failureLimit times
+// within the window.
+func (c *Callers) overBudget(src string) bool {
+	n, ok := c.failures.Get(src)
+	return c.failureLimit > 0 && ok && n.Load() >= c.failureLimit
+}
+
+// failed counts a failed authentication of src.
+func (c *Callers) failed(src string) {
+	c.failMu.Lock()
+	n, ok := c.failures.Get(src)
+	if !ok {
+		n = new(atomic.Int32)
+		c.failures.Add(src, n)
+	}
+	c.failMu.Unlock()
+	n.Add(1)
 }
 
 // errNoCredential and errBadCredential are what unauthenticated requests
@@ -149,22 +290,40 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 	hash := tenants.HashToken(token)
 
 	c.mu.RLock()
-	entry := c.byHash[hash]
+	entry, _ := c.byHash.Get(hash)
 	gen := c.gen
 	c.mu.RUnlock()
 
+	c.metrics.Lookup(metrics.CacheCaller, entry != nil)
 	if entry == nil {
+		src := c.sourceOf(r)
+		if c.unknown.Contains(hash) {
+			c.failed(src)
+			return nil, errBadCredential
+		}
+		if c.overBudget(src) {
+			return nil, errTooManyFailures
+		}
 		caller, err := c.store.CallerByToken(ctx, token)
 		if errors.Is(err, switchboard.ErrUnauthorized) {
+			c.failed(src)
+			c.mu.Lock()
+			if c.gen == gen {
+				c.unknown.Add(hash, struct{}{})
+			}
+			c.mu.Unlock()
 			return nil, errBadCredential
 		}
 		if err != nil {
 			return nil, err
 		}
 		entry = &cachedCaller{caller: caller}
+		if caller.LastUsedAt != nil {
+			entry.touched.Store(caller.LastUsedAt.UnixNano())
+		}
 		c.mu.Lock()
 		if c.gen == gen {
-			c.byHash[hash] = entry
+			c.byHash.Add(hash, entry)
 		}
 		c.mu.Unlock()
 	}
@@ -173,15 +332,22 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 	slug := entry.slug
 	c.mu.RUnlock()
 	if slug == "" {
-		// First request of this caller: learn its tenant's slug, once.
-		t, err := c.store.Tenant(ctx, tenantSlug)
+		// First request of this caller: learn its tenant's slug, once. A
+		// token sent to other tenants' URLs counts as a failure.
+		src := c.sourceOf(r)
+		if c.overBudget(src) {
+			return nil, errTooManyFailures
+		}
+		t, err := c.store.CachedTenant(ctx, tenantSlug)
 		if errors.Is(err, switchboard.ErrNotFound) {
+			c.failed(src)
 			return nil, errBadCredential
 		}
 		if err != nil {
 			return nil, err
 		}
 		if t.ID != entry.caller.TenantID {
+			c.failed(src)
 			return nil, errBadCredential
 		}
 		c.mu.Lock()
@@ -209,7 +375,24 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 	if err := c.establishUser(ctx, r, p); err != nil {
 		return nil, err
 	}
+	c.touch(entry)
 	return p, nil
+}
+
+// touch records the caller's use when this server has not recorded it
+// for tenants.CallerTouchInterval. The write runs off the call's path and
+// is best effort: a caller whose use cannot be recorded still calls.
+func (c *Callers) touch(e *cachedCaller) {
+	now := time.Now()
+	last := e.touched.Load()
+	if now.UnixNano()-last < int64(tenants.CallerTouchInterval) || !e.touched.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.store.TouchCaller(ctx, e.caller.ID, now)
+	}()
 }
 
 func identityHeader(r *http.Request, name string) string {
@@ -220,8 +403,9 @@ func identityHeader(r *http.Request, name string) string {
 	return v
 }
 
-// Invalidate drops what ch makes stale: a revoked caller. Subscribe it to
-// tenants.Service changes.
+// Invalidate drops what ch makes stale: a revoked caller, and every
+// token remembered as unknown when a caller is created (its token may be
+// one of them). Subscribe it to tenants.Service changes.
 func (c *Callers) Invalidate(ch tenants.Change) {
 	if ch.Caller == "" && !ch.All {
 		return
@@ -229,9 +413,14 @@ func (c *Callers) Invalidate(ch tenants.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	for h, e := range c.byHash {
-		if ch.All || e.caller.ID == ch.Caller {
-			delete(c.byHash, h)
+	c.unknown.Purge()
+	if ch.All {
+		c.byHash.Purge()
+		return
+	}
+	for _, h := range c.byHash.Keys() {
+		if e, ok := c.byHash.Peek(h); ok && e.caller.ID == ch.Caller {
+			c.byHash.Remove(h)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 	"github.com/switchboardhq/switchboard/registry"
-	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -34,19 +33,9 @@ func TestCallersAuthenticate(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		ctx := context.Background()
-		keys, err := secrets.NewKeyring(make([]byte, 32))
-		if err != nil {
-			t.Fatal(err)
-		}
-		store := tenants.NewStore(db, secrets.NewStore(db, keys))
-		svc := tenants.NewService(store, noCatalog{})
+		store, svc := tenantService(t, db, "acme", "globex")
 		callers := auth.NewCallers(store)
 		svc.Subscribe(callers.Invalidate)
-		for _, slug := range []string{"acme", "globex"} {
-			if _, err := svc.CreateTenant(ctx, slug, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
 		issue := func(tenant string, req tenants.CallerRequest) (*tenants.Caller, string) {
 			c, tok, err := svc.CreateCaller(ctx, tenant, req)
 			if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
-	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -33,14 +32,7 @@ func TestCallerUserModes(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		ctx := context.Background()
-		keys, _ := secrets.NewKeyring(make([]byte, 32))
-		store := tenants.NewStore(db, secrets.NewStore(db, keys))
-		svc := tenants.NewService(store, noCatalog{})
-		for _, slug := range []string{"acme", "globex"} {
-			if _, err := svc.CreateTenant(ctx, slug, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
+		store, svc := tenantService(t, db, "acme", "globex")
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		callers := auth.NewCallers(store)
 		callers.SetJWT(&auth.CallerJWT{Issuer: "https://platform.test", Audience: "switchboard", Keys: []crypto.PublicKey{&key.PublicKey}})

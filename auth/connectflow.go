@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -195,8 +196,10 @@ func (o *OAuth) Finish(ctx context.Context, fs *FlowState, in ModeInput, code st
 	o.tokenRequests.Add(1)
 	tok, err := cfg.Exchange(o.httpContext(ctx), code, oauth2.VerifierOption(fs.verifier.Reveal()))
 	if err != nil {
+		o.metrics.Token(c.mode, "code", tokenErrorCode(asTokenError(err)))
 		return tokenError(asTokenError(err))
 	}
+	o.metrics.Token(c.mode, "code", "ok")
 	if tok.AccessToken == "" {
 		return tokenError(&tokenEndpointError{code: "unexpected_response"})
 	}
@@ -207,9 +210,6 @@ func (o *OAuth) Finish(ctx context.Context, fs *FlowState, in ModeInput, code st
 		return fmt.Errorf("storing the grant: %w", err)
 	}
 	o.remember(k.fp, &cachedToken{access: access, issued: now, expiry: expiry, version: version, fetched: inPlay(tok, secrets.Secret{})})
-	// Other replicas may remember the grant as needing a reconnect: they
-	// drop what they hold of it and read the new grant.
-	o.announce(ctx, "a reconnect", k.fp)
 	return nil
 }
 
@@ -219,6 +219,11 @@ type GrantStatus struct {
 	Status    string    `json:"status"`
 	User      string    `json:"user"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// Scopes are the scopes the instance's client asks for, normalised.
+	Scopes []string `json:"scopes,omitempty"`
+	// ExpiresAt is when the grant's access token expires (it is refreshed
+	// on use); zero when the user is not connected.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// ConnectURL is where the user (re)connects.
 	ConnectURL string `json:"connect_url,omitempty"`
 }
@@ -226,12 +231,13 @@ type GrantStatus struct {
 // Status returns the subject user's connection to the instance with its
 // current client and scopes.
 func (o *OAuth) Status(ctx context.Context, in ModeInput) (*GrantStatus, error) {
-	_, k, err := o.userGrant(ctx, in)
+	c, k, err := o.userGrant(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	user := k.user
-	st := &GrantStatus{User: user, Status: "not_connected", ConnectURL: o.ConnectURL(in.Principal.TenantSlug, in.Instance.Slug)}
+	st := &GrantStatus{User: user, Status: "not_connected", Scopes: strings.Fields(c.scopes),
+		ConnectURL: o.ConnectURL(in.Principal.TenantSlug, in.Instance.Slug)}
 	g, err := o.store.Grant(ctx, k.id())
 	if err != nil {
 		return nil, err
@@ -241,64 +247,93 @@ func (o *OAuth) Status(ctx context.Context, in ModeInput) (*GrantStatus, error) 
 	}
 	st.Status, st.UpdatedAt, st.Connected = g.Status, g.UpdatedAt, g.Status == StatusActive
 	if st.Connected {
-		st.ConnectURL = ""
+		st.ConnectURL, st.ExpiresAt = "", g.ExpiresAt
 	}
 	return st, nil
 }
 
-// Disconnect revokes the subject user's tokens at the provider where it
-// supports revocation, and deletes the user's grants and token rows of the
-// instance (every fingerprint).
-func (o *OAuth) Disconnect(ctx context.Context, in ModeInput) error {
+// Disconnected is what a disconnect did at the provider.
+type Disconnected struct {
+	// Revoked is set when the provider's revocation endpoint accepted the
+	// grant's token.
+	Revoked bool
+	// RevokeFailed is the error code of a revocation the provider did not
+	// accept or could not be asked ("unreachable", "timeout",
+	// "unexpected_response", ...); the grant was deleted all the same.
+	RevokeFailed string
+}
+
+// Disconnect revokes the subject user's tokens at the provider where its
+// connector declares a revocation endpoint (the refresh token, which
+// takes its access tokens with it, or the access token when there is no
+// refresh token), and deletes the user's grants and token rows of the
+// instance (every fingerprint). Revocation is best effort: a provider
+// that fails does not keep the grant; the failure is logged (by code,
+// never with the token) and returned for the caller to audit.
+func (o *OAuth) Disconnect(ctx context.Context, in ModeInput) (Disconnected, error) {
+	var out Disconnected
 	c, k, err := o.userGrant(ctx, in)
 	if err != nil {
-		return err
+		return out, err
 	}
 	user := k.user
-	if rt, err := o.store.Token(ctx, k.id(), tokenRefresh); err == nil {
-		if err := o.revoke(ctx, c, rt, "refresh_token"); err != nil {
-			o.logger.Info("revoking at the provider failed; deleting the grant anyway", "code", tokenErrorCode(err))
+	tok, hint := secrets.Secret{}, ""
+	for _, kind := range []string{tokenRefresh, tokenAccess} {
+		if t, err := o.store.Token(ctx, k.id(), kind); err == nil && !t.IsZero() {
+			tok, hint = t, kind
+			break
 		}
 	}
-	fps, err := o.store.DeleteUserGrants(ctx, in.Tenant, in.Instance.ID, user)
-	if err != nil {
-		return err
+	if c.revokeURL != "" && !tok.IsZero() {
+		if err := o.revoke(ctx, c, tok, hint); err != nil {
+			out.RevokeFailed = tokenErrorCode(err)
+			if out.RevokeFailed == "" {
+				out.RevokeFailed = "unexpected_response"
+			}
+			o.logger.Warn("revoking at the provider failed; deleting the grant anyway", "code", out.RevokeFailed)
+		} else {
+			out.Revoked = true
+		}
 	}
-	fps = append(fps, k.fp)
+	// Other replicas drop their cached tokens of the grant too: the
+	// deletion announces it.
+	fps, err := o.store.DeleteUserGrants(ctx, in.Tenant, in.Instance.ID, user, k.fp)
+	if err != nil {
+		return out, err
+	}
+	o.forget(k.fp)
 	for _, fp := range fps {
 		o.forget(fp)
 	}
-	// Other replicas drop their cached tokens of the grant too.
-	o.announce(ctx, "a disconnect", fps...)
-	return nil
+	return out, nil
 }
 
-// announce tells the other replicas to drop what they cache of the grants
-// fps. A failure is logged: their caches then live until expiry (or, for
-// a reconnect, for reconnectMemory).
-func (o *OAuth) announce(ctx context.Context, what string, fps ...string) {
-	if err := o.store.Notify(ctx, GrantsChannel, strings.Join(fps, ",")); err != nil {
-		o.logger.Warn("telling other replicas of "+what+" failed", "err", err.Error())
-	}
-}
+// MarkGrants notes where the change log stands, before any token is
+// cached: the listener's first connection then replays the grant changes
+// made since instead of dropping every cached token.
+func (o *OAuth) MarkGrants(ctx context.Context) error { return o.grants.Mark(ctx) }
 
-// GrantsChannel is the Postgres NOTIFY channel on which a replica tells
-// the others which grants' cached state to drop (a disconnect, a
-// reconnect).
-const GrantsChannel = "switchboard_grants"
-
-// Listen drops the cached tokens of grants that other replicas disconnect,
-// until ctx is done; after every (re)connection of its listener it drops
-// every cached token, since disconnects made meanwhile were not heard. It
+// Listen drops the cached tokens of grants that other replicas disconnect
+// or reconnect, until ctx is done. After every connection of its listener
+// it replays the grant changes logged since the last one heard (or since
+// MarkGrants); only when it cannot does it drop every cached token. It
 // returns at once on the embedded store. Run it in its own goroutine.
 func (o *OAuth) Listen(ctx context.Context, onError func(error)) {
-	o.store.Listen(ctx, GrantsChannel, func(payload string) {
-		for _, fp := range strings.Split(payload, ",") {
+	o.grants.Listen(ctx, func(payload string) {
+		var c grantChange
+		if err := json.Unmarshal([]byte(payload), &c); err != nil {
+			o.dropAll()
+			return
+		}
+		for _, fp := range c.Fingerprints {
 			o.forget(fp)
 		}
-	}, func() {
-		o.mu.Lock()
-		clear(o.mem)
-		o.mu.Unlock()
-	}, onError)
+	}, o.dropAll, onError)
+}
+
+// dropAll forgets every cached token.
+func (o *OAuth) dropAll() {
+	o.mu.Lock()
+	clear(o.mem)
+	o.mu.Unlock()
 }

@@ -193,20 +193,16 @@ func scanOperatorToken(row interface{ Scan(...any) error }) (OperatorToken, erro
 
 // List returns every operator token, revoked ones included, newest first.
 func (o *Operators) List(ctx context.Context) ([]OperatorToken, error) {
-	rows, err := o.db.QueryContext(ctx, `SELECT `+operatorColumns+` FROM operator_tokens ORDER BY created_at DESC, id`)
-	if err != nil {
-		return nil, fmt.Errorf("listing operator tokens: %w", err)
-	}
-	defer rows.Close()
-	out := []OperatorToken{}
-	for rows.Next() {
-		t, err := scanOperatorToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing operator tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return switchboard.All(func(q switchboard.PageQuery) ([]OperatorToken, string, error) { return o.Page(ctx, q) })
+}
+
+// Page returns one page of the operator tokens, revoked ones included,
+// newest first (ties broken by id), and the cursor of the next page.
+func (o *Operators) Page(ctx context.Context, q switchboard.PageQuery) ([]OperatorToken, string, error) {
+	return database.Page(ctx, o.db, "operator_tokens",
+		database.NewestFirst, q,
+		`SELECT `+operatorColumns+` FROM operator_tokens WHERE TRUE`, nil,
+		scanOperatorToken, func(t OperatorToken) []any { return []any{t.CreatedAt, t.ID} })
 }
 
 // Revoke revokes the token with id; revoking twice is fine. This replica

@@ -284,19 +284,25 @@ func (ps *Providers) View(ctx context.Context, slug string) (*ProviderView, erro
 
 // List returns every provider, by slug.
 func (ps *Providers) List(ctx context.Context) ([]*ProviderView, error) {
-	slugs, err := ps.store.ProviderSlugs(ctx)
+	return switchboard.All(func(q switchboard.PageQuery) ([]*ProviderView, string, error) { return ps.Page(ctx, q) })
+}
+
+// Page returns one page of the providers, by slug, and the cursor of the
+// next page.
+func (ps *Providers) Page(ctx context.Context, q switchboard.PageQuery) ([]*ProviderView, string, error) {
+	slugs, next, err := ps.store.ProviderSlugsPage(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]*ProviderView, 0, len(slugs))
 	for _, s := range slugs {
 		v, err := ps.View(ctx, s)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Delete removes the provider slug and its secret rows.

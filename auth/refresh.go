@@ -119,6 +119,15 @@ func (o *OAuth) refreshLocked(ctx context.Context, k grantKey, fetch fetchFunc) 
 		}
 		o.tokenRequests.Add(1)
 		tok, ferr := fetch(ctx, refresh)
+		kind := "fetch"
+		if !refresh.IsZero() {
+			kind = "refresh"
+		}
+		if ferr != nil {
+			o.metrics.Token(k.mode, kind, tokenErrorCode(ferr))
+		} else {
+			o.metrics.Token(k.mode, kind, "ok")
+		}
 		if ferr != nil {
 			if k.perUser && tokenErrorCode(ferr) == "invalid_grant" {
 				// Re-read: a changed token means another replica won.

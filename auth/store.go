@@ -3,8 +3,10 @@ package auth
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchboardhq/switchboard"
@@ -28,16 +30,33 @@ func NewStore(db *database.DB, sec *secrets.Store) *Store {
 	return &Store{db: db, secrets: sec}
 }
 
-// Notify publishes payload on channel to the other replicas (see
-// database.DB.Notify).
-func (s *Store) Notify(ctx context.Context, channel, payload string) error {
-	return s.db.Notify(ctx, channel, payload)
+// GrantsChannel is the Postgres NOTIFY channel on which a replica tells
+// the others which grants' cached state to drop (a disconnect, a
+// reconnect).
+const GrantsChannel = "switchboard_grants"
+
+// grantChange is a change of grants, as logged and announced on
+// GrantsChannel: their fingerprints.
+type grantChange struct {
+	Fingerprints []string `json:"fingerprints"`
 }
 
-// Listen delivers the payloads published on channel (see
-// database.DB.Listen).
-func (s *Store) Listen(ctx context.Context, channel string, fn func(string), resync func(), onError func(error)) {
-	s.db.Listen(ctx, channel, fn, resync, onError)
+// announceTx logs the change of the grants fps inside tx, the change's
+// own transaction, so that the other replicas are told when it commits
+// and never if it rolls back (database.DB.LogChangeTx), and a replica
+// whose listener was away reads it from the log.
+func (s *Store) announceTx(ctx context.Context, tx *sql.Tx, fps []string) error {
+	payload, err := json.Marshal(grantChange{Fingerprints: fps})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.LogChangeTx(ctx, tx, GrantsChannel, payload)
+	return err
+}
+
+// grantListener hears the grant changes other replicas log.
+func (s *Store) grantListener() *database.ChangeListener {
+	return s.db.NewChangeListener(GrantsChannel)
 }
 
 // GrantID names one grant: a tenant's row of one fingerprint, with what
@@ -214,8 +233,12 @@ func (s *Store) ConnectGrant(ctx context.Context, id GrantID, refresh, access se
 			return errors.New("grant row vanished")
 		}
 		var err error
-		version, err = g.SaveTokens(ctx, refresh, access, expiry)
-		return err
+		if version, err = g.SaveTokens(ctx, refresh, access, expiry); err != nil {
+			return err
+		}
+		// Other replicas may remember the grant as needing a reconnect:
+		// they drop what they hold of it and read the new grant.
+		return s.announceTx(ctx, g.tx, []string{id.Fingerprint})
 	})
 	return version, err
 }
@@ -232,8 +255,10 @@ func (s *Store) MarkStale(ctx context.Context, id GrantID, version int64) error 
 }
 
 // DeleteUserGrants deletes every grant of user on instance (every
-// fingerprint) with their token rows, and returns their fingerprints.
-func (s *Store) DeleteUserGrants(ctx context.Context, tenant switchboard.TenantID, instance switchboard.InstanceID, user string) ([]string, error) {
+// fingerprint) with their token rows, and returns their fingerprints; it
+// announces them, with also, to the other replicas in the same
+// transaction.
+func (s *Store) DeleteUserGrants(ctx context.Context, tenant switchboard.TenantID, instance switchboard.InstanceID, user string, also ...string) ([]string, error) {
 	var fps []string
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT fingerprint FROM auth_grants WHERE tenant_id = $1 AND instance_id = $2 AND user_id = $3`,
@@ -257,7 +282,10 @@ func (s *Store) DeleteUserGrants(ctx context.Context, tenant switchboard.TenantI
 			string(tenant), string(instance), user); err != nil {
 			return err
 		}
-		return s.secrets.DeleteOwnerTx(ctx, tx, tenant, grantOwner(instance, user))
+		if err := s.secrets.DeleteOwnerTx(ctx, tx, tenant, grantOwner(instance, user)); err != nil {
+			return err
+		}
+		return s.announceTx(ctx, tx, append(slices.Clone(fps), also...))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deleting grants: %w", err)
@@ -401,22 +429,13 @@ func (s *Store) Provider(ctx context.Context, slug string) (*Provider, map[strin
 	return p, vals, nil
 }
 
-// ProviderSlugs lists every provider's slug, in order.
-func (s *Store) ProviderSlugs(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT slug FROM oauth_providers ORDER BY slug`)
-	if err != nil {
-		return nil, fmt.Errorf("listing providers: %w", err)
-	}
-	defer rows.Close()
-	var slugs []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		slugs = append(slugs, s)
-	}
-	return slugs, rows.Err()
+// ProviderSlugsPage lists one page of the providers' slugs, in order, and
+// the cursor of the next page.
+func (s *Store) ProviderSlugsPage(ctx context.Context, q switchboard.PageQuery) ([]string, string, error) {
+	return database.Page(ctx, s.db, "providers", database.By("slug"), q,
+		`SELECT slug FROM oauth_providers WHERE TRUE`, nil,
+		func(row database.Row) (slug string, err error) { return slug, row.Scan(&slug) },
+		func(slug string) []any { return []any{slug} })
 }
 
 // DeleteProvider removes the provider and its secret rows; an unknown slug

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/database"
+	"github.com/switchboardhq/switchboard/metrics"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 )
@@ -51,6 +52,9 @@ type OAuthConfig struct {
 	// ConnectLinkTTL is how long a connect link stays usable; default
 	// DefaultConnectLinkTTL.
 	ConnectLinkTTL time.Duration
+	// Metrics counts token requests by outcome and the token cache's
+	// hits and misses; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // OAuth implements the token-based auth modes — clientCredentials, oauth,
@@ -66,7 +70,9 @@ type OAuthConfig struct {
 // lock it re-reads and refreshes only if the token is still stale, and
 // commits a rotated refresh token before the new access token is used.
 type OAuth struct {
-	store     *Store
+	store *Store
+	// grants hears the grant changes other replicas log.
+	grants    *database.ChangeListener
 	providers *Providers
 	client    *http.Client
 	publicURL string
@@ -85,6 +91,7 @@ type OAuth struct {
 	sf      singleflight.Group
 
 	tokenRequests atomic.Int64
+	metrics       *metrics.Metrics
 }
 
 type cachedToken struct {
@@ -109,7 +116,8 @@ type cachedToken struct {
 func NewOAuth(cfg OAuthConfig) *OAuth {
 	o := &OAuth{store: NewStore(cfg.DB, cfg.Secrets), providers: cfg.Providers, client: cfg.HTTPClient,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"), logger: cfg.Logger, stateTTL: cfg.StateTTL, skew: cfg.Skew,
-		now: cfg.Now, connectLinkTTL: cfg.ConnectLinkTTL, mem: map[string]*cachedToken{}, unsaved: map[string]*unsavedToken{}}
+		now: cfg.Now, connectLinkTTL: cfg.ConnectLinkTTL, metrics: cfg.Metrics, mem: map[string]*cachedToken{}, unsaved: map[string]*unsavedToken{}}
+	o.grants = o.store.grantListener()
 	if o.client == nil {
 		o.client = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -194,9 +202,11 @@ func (o *OAuth) token(ctx context.Context, k grantKey, fetch fetchFunc) (*cached
 			return nil, backoffError(e.failure, e.until.Sub(now))
 		}
 		if !e.reconnect && o.fresh(e.issued, e.expiry, now) {
+			o.metrics.Lookup(metrics.CacheToken, true)
 			return e, nil
 		}
 	}
+	o.metrics.Lookup(metrics.CacheToken, false)
 	v, err, _ := o.sf.Do(k.fp, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

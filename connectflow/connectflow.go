@@ -11,6 +11,8 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
@@ -31,7 +33,8 @@ type Config struct {
 	// to open them (signin_unavailable).
 	Sessions Sessions
 	// ConsoleURL, when an http(s) URL, is where the flow pages send the
-	// person next; else they say to close the tab.
+	// person next (after connecting, the instance's page there,
+	// ConsoleURL + "instances/" + slug); else they say to close the tab.
 	ConsoleURL string
 }
 
@@ -146,7 +149,7 @@ func (f *Pages) ServeDisconnect(w http.ResponseWriter, r *http.Request) {
 	in, log, err := f.flowInput(r)
 	log = gateway.RequestLogger(log, w)
 	if err == nil {
-		if err = f.oauth.Disconnect(r.Context(), in); err == nil {
+		if _, err = f.oauth.Disconnect(r.Context(), in); err == nil {
 			log.Info("oauth grant disconnected")
 			writeJSON(w, http.StatusOK, map[string]any{"connected": false})
 			return
@@ -226,7 +229,7 @@ func (f *Pages) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log.Info("oauth grant connected")
-	f.page(w, http.StatusOK, "Connected", fmt.Sprintf("Your %s account is connected to the workspace %s. "+
+	f.pageNext(w, http.StatusOK, f.instancePage(fs.InstanceSlug), "Connected", fmt.Sprintf("Your %s account is connected to the workspace %s. "+
 		"Agents acting for you can now use it; you can disconnect it at any time.", t.Connector.Manifest.Name, fs.TenantSlug))
 }
 
@@ -237,7 +240,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <style>body{font-family:sans-serif;max-width:36em;margin:4em auto}</style></head>
 <body><h1>{{.Title}}</h1>
 <p>{{.Message}}</p>
-{{if .Console}}<p>You can close this tab, or <a href="{{.Console}}">go to the console</a>.</p>
+{{if .Console}}<p>You can close this tab, or <a href="{{.Console}}">go back to the console</a>.</p>
 {{else}}<p>You can close this tab and go back to your agent.</p>
 {{end}}</body></html>
 `))
@@ -246,6 +249,20 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 // where to go next (the console when there is one, else close the tab).
 // Its content security policy allows no script.
 func (f *Pages) page(w http.ResponseWriter, status int, title, msg string) {
+	f.pageNext(w, status, f.console, title, msg)
+}
+
+// instancePage is the console's page of the instance slug, or "" when
+// there is no console.
+func (f *Pages) instancePage(slug string) string {
+	if f.console == "" {
+		return ""
+	}
+	return strings.TrimSuffix(f.console, "/") + "/instances/" + url.PathEscape(slug)
+}
+
+// pageNext is page with next (a console URL, or "") as where to go next.
+func (f *Pages) pageNext(w http.ResponseWriter, status int, next, title, msg string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
@@ -253,7 +270,7 @@ func (f *Pages) page(w http.ResponseWriter, status int, title, msg string) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = pageTemplate.Execute(w, struct{ Title, Message, Console string }{title, msg, f.console})
+	_ = pageTemplate.Execute(w, struct{ Title, Message, Console string }{title, msg, next})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -55,11 +55,12 @@ func (gr *Grants) Connect(ctx context.Context, tenantSlug, instanceSlug, user st
 }
 
 // Disconnect revokes user's tokens at the provider when its connector
-// declares a revocation endpoint, and deletes the user's grant.
-func (gr *Grants) Disconnect(ctx context.Context, tenantSlug, instanceSlug, user string) error {
+// declares a revocation endpoint (best effort: see auth.Disconnected), and
+// deletes the user's grant.
+func (gr *Grants) Disconnect(ctx context.Context, tenantSlug, instanceSlug, user string) (auth.Disconnected, error) {
 	in, err := gr.input(ctx, tenantSlug, instanceSlug, user)
 	if err != nil {
-		return err
+		return auth.Disconnected{}, err
 	}
 	return gr.oauth.Disconnect(ctx, in)
 }

@@ -11,7 +11,8 @@ import (
 
 // Viewer is the signed-in person a console page is rendered for.
 type Viewer struct {
-	// Session is the member's session: tenant, user and role.
+	// Session is the member's session (tenant, user and role), or the
+	// platform operator's (Operator set, no tenant).
 	Session members.Session
 	// Email is shown in the header; it may be empty.
 	Email string
@@ -48,7 +49,9 @@ func SignInAccess(h *signin.Handler, store *members.Store) Access {
 			return Viewer{}, false, err
 		}
 		v := Viewer{Session: sess, CSRF: members.CSRFToken(sessionToken(ec, h.SessionCookie()))}
-		if m, err := store.Member(ec.Request().Context(), sess.Tenant, sess.UserID); err == nil {
+		if sess.Operator {
+			v.Email = "Platform operator"
+		} else if m, err := store.Member(ec.Request().Context(), sess.Tenant, sess.UserID); err == nil {
 			v.Email = m.Email
 		}
 		return v, true, nil

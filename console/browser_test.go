@@ -14,9 +14,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/switchboardhq/switchboard/members"
-	"github.com/switchboardhq/switchboard/signin"
 )
 
 // axeSource is axe-core (npm axe-core, version in testdata/axe/VERSION,
@@ -78,7 +75,7 @@ func browser(t *testing.T) context.Context {
 	)
 	// The whole browser session is bounded, so that a step waiting for
 	// something that never comes fails the test rather than hanging it.
-	bounded, cancelBound := context.WithTimeout(context.Background(), time.Minute)
+	bounded, cancelBound := context.WithTimeout(context.Background(), 3*time.Minute)
 	actx, cancelAlloc := chromedp.NewExecAllocator(bounded, opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc(); cancelBound() })
@@ -143,42 +140,102 @@ type pageCheck struct {
 	heading string
 }
 
-// checkPage opens path at each width and checks it: its heading, the
+// checkPage opens path at each width (an empty path: the page the
+// browser shows, such as a POST's answer) and checks it: its heading, the
 // stylesheet applied under the CSP, no horizontal scrolling, no CSP
 // report, 0 serious or critical axe violations; and captures it.
 func checkPage(t *testing.T, ctx context.Context, base, dir string, csp *cspReports, p pageCheck) {
 	t.Helper()
 	for _, w := range widths {
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900), chromedp.Navigate(base+p.path),
-			chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
+		open := []chromedp.Action[chromedp.Void]{chromedp.EmulateViewport(w, 900)}
+		if p.path != "" {
+			open = append(open, chromedp.Navigate(base+p.path))
+		}
+		if err := chromedp.Do(ctx, append(open, chromedp.WaitVisible(chromedp.CSS("main h1")))...); err != nil {
 			t.Fatalf("%s at %d px: %v", p.name, w, err)
 		}
-		h1, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main h1")))
-		if err != nil || !strings.Contains(h1, p.heading) {
-			t.Errorf("%s at %d px: heading %q (%v), want %q", p.name, w, h1, err, p.heading)
+		checkShown(t, ctx, dir, csp, p, w)
+	}
+}
+
+// checkShown runs checkPage's checks on the page the browser shows at
+// width w, once it has finished loading, and captures it.
+func checkShown(t *testing.T, ctx context.Context, dir string, csp *cspReports, p pageCheck, w int64) {
+	t.Helper()
+	// A page shown by a click may still be loading its stylesheet.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState`))
+		if err == nil && state == "complete" {
+			break
 		}
-		// The header's colour comes from console.css: proof that the
-		// stylesheet loaded under the CSP.
-		bg, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('header.top')).backgroundColor`))
-		if err != nil || bg != "rgb(31, 78, 140)" {
-			t.Errorf("%s at %d px: the stylesheet did not apply (header background %q, %v)", p.name, w, bg, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("%s at %d px: the page did not finish loading (%q, %v)", p.name, w, state, err)
 		}
-		overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
-		if err != nil || overflow {
-			t.Errorf("%s at %d px: the page scrolls sideways (%v)", p.name, w, err)
+	}
+	h1, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main h1")))
+	if err != nil || !strings.Contains(h1, p.heading) {
+		t.Errorf("%s at %d px: heading %q (%v), want %q", p.name, w, h1, err, p.heading)
+	}
+	// The header's colour comes from console.css: proof that the
+	// stylesheet loaded under the CSP.
+	bg, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('header.top')).backgroundColor`))
+	if err != nil || bg != "rgb(31, 78, 140)" {
+		t.Errorf("%s at %d px: the stylesheet did not apply (header background %q, %v)", p.name, w, bg, err)
+	}
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	if err != nil || overflow {
+		t.Errorf("%s at %d px: the page scrolls sideways (%v)", p.name, w, err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("%s at %d px: screenshot: %v", p.name, w, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.png", p.name, w)), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range axe(t, ctx) {
+		t.Errorf("%s at %d px: axe %s (%s): %s at %v", p.name, w, v.ID, v.Impact, v.Help, v.Nodes)
+	}
+	for _, l := range csp.take() {
+		t.Errorf("%s at %d px: %s", p.name, w, l)
+	}
+}
+
+// startBrowser starts the browser of a test, with its screenshot
+// directory and its listener of CSP reports.
+func startBrowser(t *testing.T) (context.Context, string, *cspReports) {
+	t.Helper()
+	ctx := browser(t)
+	dir := screenshotDir(t)
+	csp := &cspReports{}
+	csp.listen(ctx)
+	t.Logf("screenshots in %s", dir)
+	return ctx, dir, csp
+}
+
+// signInBrowser signs the browser in with a one-time sign-in link, as a
+// person does: the link, its confirmation form, then the console.
+func signInBrowser(t *testing.T, ctx context.Context, link string) {
+	t.Helper()
+	signInBrowserTo(t, ctx, link, "Signed in")
+}
+
+// signInBrowserTo opens a one-time sign-in link and confirms it, then
+// waits for the page it leads to: one whose HTML contains want.
+func signInBrowserTo(t *testing.T, ctx context.Context, link, want string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(link),
+		chromedp.WaitVisible(chromedp.CSS(`form button[type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`form button[type="submit"]`))); err != nil {
+		t.Fatalf("signing in through a one-time link: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+		if err == nil && strings.Contains(html, want) {
+			return
 		}
-		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("%s at %d px: screenshot: %v", p.name, w, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.png", p.name, w)), shot, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range axe(t, ctx) {
-			t.Errorf("%s at %d px: axe %s (%s): %s at %v", p.name, w, v.ID, v.Impact, v.Help, v.Nodes)
-		}
-		for _, l := range csp.take() {
-			t.Errorf("%s at %d px: %s", p.name, w, l)
+		if time.Now().After(deadline) {
+			t.Fatalf("after the sign-in link's form: %v\n%s", err, html)
 		}
 	}
 }
@@ -209,38 +266,13 @@ func axe(t *testing.T, ctx context.Context) []axeViolation {
 // reachable and submits.
 func TestBrowser(t *testing.T) {
 	s := startConsole(t)
-	ctx := browser(t)
-	dir := screenshotDir(t)
-	csp := &cspReports{}
-	csp.listen(ctx)
-	t.Logf("screenshots in %s", dir)
+	ctx, dir, csp := startBrowser(t)
 
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"signin", "/console/catalog", "Sign in"})
 
 	// The owner signs in as a person does: a one-time sign-in link, its
 	// confirmation form, then the console.
-	tenant, err := s.Tenants().Tenant(context.Background(), "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, link, err := s.Members().LoginLink(context.Background(), members.ActorOperator, tenant.ID, "owner@acme.test", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(signin.LinkURL(s.URL, link.Reveal())),
-		chromedp.WaitVisible(chromedp.CSS(`form button[type="submit"]`)),
-		chromedp.Click(chromedp.CSS(`form button[type="submit"]`))); err != nil {
-		t.Fatalf("signing in through a one-time link: %v", err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
-		if err == nil && strings.Contains(html, "Signed in") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the sign-in link's form: %v\n%s", err, html)
-		}
-	}
+	signInBrowser(t, ctx, s.loginLink(t))
 	for _, p := range []pageCheck{
 		{"catalog", "/console/catalog", "Catalog"},
 		{"catalog-tag", "/console/catalog?tag=chat", "Catalog"},
@@ -275,6 +307,12 @@ func TestBrowser(t *testing.T) {
 		if err != nil || strings.Contains(html, secret) || !strings.Contains(html, "github") {
 			t.Errorf("%s: the typed secret is in the page, or the page is wrong (%v)", p.name, err)
 		}
+	}
+
+	// copy.js ran under the CSP: it shows the copy button it enhances.
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/console/instances/github"),
+		chromedp.WaitVisible(chromedp.CSS(`button.copy[data-copy="mcp-url"]`))); err != nil {
+		t.Errorf("the MCP endpoint's copy button is not shown: %v", err)
 	}
 
 	t.Run("keyboard", func(t *testing.T) {

@@ -23,7 +23,13 @@ import (
 	"github.com/labstack/echo/v4"
 
 	switchboard "github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/api"
+	"github.com/switchboardhq/switchboard/audit"
+	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/connectflow"
+	"github.com/switchboardhq/switchboard/members"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/signin"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -57,11 +63,48 @@ type Config struct {
 	Tenants *tenants.Service
 	// PublicURL is the server's public base URL (MCP endpoint URLs).
 	PublicURL string
+	// Audit is the audit log the audit page reads; nil shows
+	// audit_unavailable.
+	Audit *audit.Store
 	// Access establishes the viewer of a request; nil admits nobody (every
 	// page but Sign in then shows Sign in).
 	Access Access
 	// Logger receives the causes of internal errors; nil discards them.
 	Logger *slog.Logger
+	// APIKeys stores the tenant API keys the API keys page lists; nil
+	// (or nil Members or Admin) answers the people pages with 503.
+	APIKeys *tenants.APIKeys
+	// Members keeps the members and invitations the Members page shows.
+	Members *members.Store
+	// Admin makes the people pages' changes as the /v1 API makes them
+	// (the same domain calls and audit rows): API keys, invitations and
+	// member removals.
+	Admin *api.Server
+	// Tester runs an instance's connection test (Test connection on the
+	// instance page); nil answers test_unavailable.
+	Tester Tester
+	// Grants runs the signed-in member's own per-user OAuth grant actions
+	// (connect, status, disconnect); nil answers oauth_unavailable.
+	Grants *connectflow.Grants
+	// Providers is the platform's OAuth provider registry: the install
+	// form preselects oauthCentral when the connector's provider is
+	// registered. Nil: no provider is.
+	Providers *auth.Providers
+	// RedirectURI is an instance's exact OAuth redirect URI by mode
+	// (auth.OAuth.RedirectURI), shown on the install form for mode oauth.
+	RedirectURI func(mode, tenantSlug, instanceSlug string) string
+	// AuditLog records the console's own actions (a disconnected grant).
+	AuditLog *audit.Writer
+	// Issuers are the OpenID Connect issuers the Sign in page offers a
+	// "Sign in with <name>" button for (signin.Handler.Issuers); none,
+	// it offers one-time sign-in links only.
+	Issuers []signin.IssuerLink
+	// SignIn switches a session to another tenant (the tenant picker);
+	// nil, or nil Members, answers the picker with 503.
+	SignIn *signin.Handler
+	// Operators keeps the operator tokens the operator's pages list,
+	// create and revoke.
+	Operators *auth.Operators
 }
 
 // Console serves the console's pages.
@@ -128,6 +171,48 @@ func (c *Console) Mount(e *echo.Echo) {
 	g.POST("/catalog/:connector/install", c.page(c.install))
 	g.GET("/instances", c.page(c.instanceList))
 	g.GET("/instances/:instance", c.page(c.instancePage))
+	// People: callers, tenant API keys, members and invitations
+	// (console/callers.go, console/members.go).
+	g.GET("/callers", c.page(c.callerList))
+	g.POST("/callers", c.page(c.createCaller))
+	g.POST("/callers/:caller/revoke", c.page(c.revokeCaller))
+	g.GET("/api-keys", c.page(c.apiKeyList))
+	g.POST("/api-keys", c.page(c.createAPIKey))
+	g.POST("/api-keys/:key/revoke", c.page(c.revokeAPIKey))
+	g.GET("/members", c.page(c.memberList))
+	g.POST("/members/invitations", c.page(c.invite))
+	g.POST("/members/invitations/:invitation/revoke", c.page(c.revokeInvitation))
+	g.POST("/members/:user/role", c.page(c.setRole))
+	g.GET("/members/:user/remove", c.page(c.removeConfirm))
+	g.POST("/members/:user/remove", c.page(c.removeMember))
+	// Audit: the tenant's agent calls (a member's own), filters, paging,
+	// CSV export.
+	g.GET("/audit", c.page(c.auditPage))
+	g.GET("/audit.csv", c.page(c.auditCSV))
+	// The instance page's actions (instance_page.go, instance_grants.go).
+	g.POST("/instances/:instance/agents", c.page(c.editAgents))
+	g.POST("/instances/:instance/test", c.page(c.testConnection))
+	g.GET("/instances/:instance/delete", c.page(c.confirmDelete))
+	g.POST("/instances/:instance/delete", c.page(c.deleteInstance))
+	g.POST("/instances/:instance/connect", c.page(c.connectGrant))
+	g.POST("/instances/:instance/disconnect", c.page(c.disconnectGrant))
+	g.GET("/instances/:instance/settings", c.page(c.settingsPage))
+	g.POST("/instances/:instance/settings", c.page(c.saveSettings))
+	// Tenant picker: the tenants this identity may switch to.
+	g.GET("/tenants", c.page(c.tenantPicker))
+	g.POST("/tenants/switch", c.page(c.switchTenant))
+	// The platform operator's pages (operator.go): an operator session
+	// only; anyone else gets Access restricted, on every URL under them.
+	g.GET("/operator/tenants", c.operatorPage(c.operatorTenants))
+	g.POST("/operator/tenants", c.operatorPage(c.createTenant))
+	g.POST("/operator/tenants/invite", c.operatorPage(c.inviteOwner))
+	g.GET("/operator/providers", c.operatorPage(c.operatorProviders))
+	g.POST("/operator/providers", c.operatorPage(c.putProvider))
+	g.POST("/operator/providers/:provider/delete", c.operatorPage(c.deleteProvider))
+	g.GET("/operator/tokens", c.operatorPage(c.operatorTokens))
+	g.POST("/operator/tokens", c.operatorPage(c.createOperatorToken))
+	g.POST("/operator/tokens/:token/revoke", c.operatorPage(c.revokeOperatorToken))
+	g.Any("/operator/*", c.operatorPage(c.operatorNotFound))
 	g.Any("/*", func(ec echo.Context) error {
 		c.renderError(ec, nil, errPageNotFound)
 		return nil
@@ -165,11 +250,11 @@ func (c *Console) page(h handler) echo.HandlerFunc {
 			return nil
 		}
 		if v == nil {
-			d := signInData{Next: safeNext(ec.Request().URL.RequestURI())}
-			if err != nil {
-				d.Problem = problemData(err)
-			}
-			c.render(ec, http.StatusUnauthorized, "signin", nil, d)
+			c.render(ec, http.StatusUnauthorized, "signin", nil, c.signInData(ec, ec.Request().URL.RequestURI(), err))
+			return nil
+		}
+		if v.Operator() && !operatorMayOpen(ec.Request().URL.Path) {
+			c.renderError(ec, v, errOperatorTenantPage)
 			return nil
 		}
 		if err := h(ec, v); err != nil {
@@ -199,6 +284,9 @@ type view struct {
 	// Nav is the navigation entry of the page ("catalog").
 	Nav  string
 	Data any
+	// Switch lists the tenants the viewer may switch to from the header's
+	// tenant menu (tenants.go); empty, the header shows no menu.
+	Switch []members.Membership
 }
 
 // render writes the page with the given status. A template error is
@@ -211,7 +299,7 @@ func (c *Console) render(ec echo.Context, status int, page string, v *Viewer, da
 		ec.Response().WriteHeader(http.StatusInternalServerError)
 		return
 	}
-	vw := view{Viewer: v, Data: data, Nav: page}
+	vw := view{Viewer: v, Data: data, Nav: page, Switch: c.headerTenants(ec, v)}
 	if tp, ok := data.(interface{ title() string }); ok {
 		vw.Title = tp.title()
 	}

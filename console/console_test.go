@@ -31,7 +31,13 @@ type consoleServer struct {
 // startConsole starts the server and signs in the owner of tenant acme.
 func startConsole(t testing.TB) *consoleServer {
 	t.Helper()
-	srv := servertest.Start(t, server.Config{DB: dbtest.SQLite(t)})
+	return startConsoleWith(t, server.Config{DB: dbtest.SQLite(t)})
+}
+
+// startConsoleWith is startConsole with the server built from cfg.
+func startConsoleWith(t testing.TB, cfg server.Config) *consoleServer {
+	t.Helper()
+	srv := servertest.Start(t, cfg)
 	ctx := context.Background()
 	tenant, err := srv.Tenants().CreateTenant(ctx, "acme", "Acme")
 	if err != nil {
@@ -217,12 +223,13 @@ func TestCatalogFilters(t *testing.T) {
 		want  []string
 		text  string
 	}{
-		{"", []string{"github", "slack"}, "2 of 2 connectors"},
-		{"q=pull+requests", []string{"github"}, "1 of 2 connectors"},
+		{"", []string{"clock", "github", "ntfy", "slack"}, "4 of 4 connectors"},
+		{"q=pull+requests", []string{"github"}, "1 of 4 connectors"},
 		{"q=GITHUB+issues", []string{"github"}, ""},
 		{"tag=chat", []string{"slack"}, `<option value="chat" selected>`},
 		{"type=openapi", []string{"github", "slack"}, `<option value="openapi" selected>REST API</option>`},
 		{"type=mcp_remote", nil, "No connector matches"},
+		{"type=mcp_local", []string{"clock", "ntfy"}, ""},
 		{"q=" + url.QueryEscape(`"><script>x</script>`), nil, "&#34;&gt;&lt;script&gt;x&lt;/script&gt;"},
 	} {
 		p := s.get(t, "/console/catalog?"+tc.query, s.Session)
@@ -382,7 +389,7 @@ func TestInstall(t *testing.T) {
 	ok := values("github", secret)
 	ok.Set("csrf_token", csrf)
 	p := s.post(t, "/console/catalog/github/install", s.Session, ok)
-	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/instances/github" {
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/instances/github?done=saved" {
 		t.Fatalf("install: status %d, Location %q\n%s", p.status, p.header.Get("Location"), p.body)
 	}
 	in, err := s.Tenants().Instance(ctx, "acme", "github")

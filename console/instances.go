@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/subtle"
 	"net/http"
 	"slices"
@@ -31,17 +32,12 @@ var (
 
 // tenantOf returns the viewer's tenant.
 func (c *Console) tenantOf(ec echo.Context, v *Viewer) (*tenants.Tenant, error) {
-	// The tenant service finds tenants by slug; sessions name them by id.
-	list, err := c.cfg.Tenants.ListTenants(ec.Request().Context())
-	if err != nil {
-		return nil, err
+	// Sessions name tenants by id.
+	t, err := c.cfg.Tenants.Store().TenantByID(ec.Request().Context(), v.Session.Tenant)
+	if switchboard.CodeOf(err) == "tenant_not_found" {
+		return nil, switchboard.E(switchboard.ErrNotFound, "tenant_not_found", "your tenant no longer exists")
 	}
-	for _, t := range list {
-		if t.ID == v.Session.Tenant {
-			return t, nil
-		}
-	}
-	return nil, switchboard.E(switchboard.ErrNotFound, "tenant_not_found", "your tenant no longer exists")
+	return t, err
 }
 
 // Admin reports whether the viewer may install and configure instances.
@@ -72,6 +68,9 @@ type instancesData struct {
 	Tenant    string
 	Instances []*tenants.InstanceView
 	Admin     bool
+	Pager     pager
+	// Deleted names the instance just deleted.
+	Deleted string
 }
 
 func (instancesData) title() string { return "Instances" }
@@ -84,11 +83,15 @@ func (c *Console) instanceList(ec echo.Context, v *Viewer) error {
 	if err != nil {
 		return err
 	}
-	list, err := c.cfg.Tenants.ListInstances(ec.Request().Context(), t.Slug)
+	list, next, err := c.cfg.Tenants.InstancesPage(ec.Request().Context(), t.Slug, pageOf(ec, "cursor"))
 	if err != nil {
 		return err
 	}
-	c.render(ec, http.StatusOK, "instances", v, instancesData{Tenant: t.Name, Instances: list, Admin: v.Admin()})
+	d := instancesData{Tenant: t.Name, Instances: list, Admin: v.Admin(), Pager: pagerOf(ec, "/console/instances", "cursor", next)}
+	if slug := ec.QueryParam("deleted"); switchboard.ValidSlug(slug) {
+		d.Deleted = slug
+	}
+	c.render(ec, http.StatusOK, "instances", v, d)
 	return nil
 }
 
@@ -110,14 +113,27 @@ type installData struct {
 	Slug      string
 	// Existing is set when Slug names an instance already installed.
 	Existing bool
-	Modes    []string
+	Modes    []modeChoice
 	Mode     string
 	Fields   []formField
 	Agents   string
 	CSRF     string
 	Problem  *errorData
-	// Verification is the result of the last save's verification.
-	Verification *tenants.Verification
+	// ProblemJSON is the refused save's typed error as the admin API
+	// would answer it, indented.
+	ProblemJSON string
+	// CallbackURL is the exact redirect URI to register with the
+	// provider in mode oauth (the tenant's own client); empty when the
+	// connector has no such mode.
+	CallbackURL string
+}
+
+// modeChoice is one auth mode of the form's picker.
+type modeChoice struct {
+	ID string
+	// Note says what the mode needs, such as a provider the operator has
+	// not registered yet.
+	Note string
 }
 
 func (d installData) title() string { return "Install " + d.Connector.Name }
@@ -138,6 +154,16 @@ func orderedModes(m *registry.Manifest) []string {
 	return modes
 }
 
+// providerReady reports whether the operator registered the connector's
+// central OAuth provider with a client, so that oauthCentral works.
+func (c *Console) providerReady(ctx context.Context, m *registry.Manifest) bool {
+	if m.Auth.Provider == "" || c.cfg.Providers == nil {
+		return false
+	}
+	p, err := c.cfg.Providers.View(ctx, m.Auth.Provider)
+	return err == nil && p.ClientIDSet
+}
+
 // installForm renders the install form of the :connector path parameter,
 // or, with ?instance=slug, the configuration of an existing instance
 // (non-secret values filled in, secret fields shown as set or not set).
@@ -149,30 +175,44 @@ func (c *Console) installForm(ec echo.Context, v *Viewer) error {
 	if err != nil {
 		return err
 	}
-	d := newInstallData(x, v)
+	t, err := c.tenantOf(ec, v)
+	if err != nil {
+		return err
+	}
+	d := c.newInstallData(ec.Request().Context(), x, v)
 	if slug := ec.QueryParam("instance"); slug != "" {
-		t, err := c.tenantOf(ec, v)
-		if err != nil {
-			return err
-		}
 		in, err := c.cfg.Tenants.Instance(ec.Request().Context(), t.Slug, slug)
 		if err != nil {
 			return err
 		}
 		d.fill(in)
 	}
-	c.render(ec, http.StatusOK, "install", v, d)
+	c.render(ec, http.StatusOK, "install", v, c.withCallback(d, t))
 	return nil
 }
 
-func newInstallData(x *registry.Connector, v *Viewer) installData {
+// newInstallData is the empty form of connector x: oauthCentral first,
+// and preselected when its provider is registered (else the first other
+// mode is).
+func (c *Console) newInstallData(ctx context.Context, x *registry.Connector, v *Viewer) installData {
 	m := &x.Manifest
 	d := installData{
 		Connector: connectorCard{ID: m.ID, Name: m.Name, Type: m.Type, HasIcon: m.Icons.Small != ""},
-		Slug:      m.ID, Modes: orderedModes(m), CSRF: v.CSRF,
+		Slug:      m.ID, CSRF: v.CSRF,
 	}
-	if len(d.Modes) > 0 {
-		d.Mode = d.Modes[0]
+	central := c.providerReady(ctx, m)
+	for _, mode := range orderedModes(m) {
+		ch := modeChoice{ID: mode}
+		if mode == registry.ModeOAuthCentral && !central {
+			ch.Note = "The operator has not registered the provider " + m.Auth.Provider + " with a client yet: choose another mode, or ask the operator to register it."
+		}
+		if d.Mode == "" && ch.Note == "" {
+			d.Mode = mode
+		}
+		d.Modes = append(d.Modes, ch)
+	}
+	if d.Mode == "" && len(d.Modes) > 0 {
+		d.Mode = d.Modes[0].ID
 	}
 	for _, f := range m.Env {
 		ff := formField{Field: f}
@@ -184,12 +224,22 @@ func newInstallData(x *registry.Connector, v *Viewer) installData {
 	return d
 }
 
+// withCallback sets the exact callback URL of mode oauth for the form's
+// instance name, when the connector offers that mode.
+func (c *Console) withCallback(d installData, t *tenants.Tenant) installData {
+	for _, m := range d.Modes {
+		if m.ID == registry.ModeOAuth && c.cfg.RedirectURI != nil && switchboard.ValidSlug(d.Slug) {
+			d.CallbackURL = c.cfg.RedirectURI(registry.ModeOAuth, t.Slug, d.Slug)
+		}
+	}
+	return d
+}
+
 // fill shows an installed instance in the form: its mode, agents,
 // non-secret values and the state of its secret fields.
 func (d *installData) fill(in *tenants.InstanceView) {
 	d.Slug, d.Existing, d.Mode = in.Slug, true, in.AuthMode
 	d.Agents = strings.Join(in.Agents, "\n")
-	d.Verification = &in.Verification
 	for i := range d.Fields {
 		for _, fv := range in.Fields {
 			if fv.Name != d.Fields[i].Name {
@@ -224,7 +274,7 @@ func (c *Console) install(ec echo.Context, v *Viewer) error {
 		return err
 	}
 	form := ec.Request().PostForm
-	d := newInstallData(x, v)
+	d := c.newInstallData(ec.Request().Context(), x, v)
 	d.Slug = strings.TrimSpace(form.Get("slug"))
 	d.Mode = form.Get("auth_mode")
 	d.Agents = form.Get("agents")
@@ -249,6 +299,7 @@ func (c *Console) install(ec echo.Context, v *Viewer) error {
 	in, _, err := c.cfg.Tenants.Install(ctx, t.Slug, d.Slug, req)
 	if err != nil {
 		d.Problem = problemData(err)
+		d.ProblemJSON = indentJSON(switchboard.ErrorBody{Error: switchboard.ProblemOf(err).Detail})
 		if cur, ierr := c.cfg.Tenants.Instance(ctx, t.Slug, d.Slug); ierr == nil {
 			d.Existing = true
 			for i := range d.Fields {
@@ -259,43 +310,8 @@ func (c *Console) install(ec echo.Context, v *Viewer) error {
 				}
 			}
 		}
-		c.render(ec, d.Problem.Status, "install", v, d)
+		c.render(ec, d.Problem.Status, "install", v, c.withCallback(d, t))
 		return nil
 	}
-	return ec.Redirect(http.StatusSeeOther, Prefix+"instances/"+in.Slug)
-}
-
-// instanceData is an instance's page.
-type instanceData struct {
-	*tenants.InstanceView
-	ConnectorName string
-	MCPURL        string
-	Admin         bool
-}
-
-func (d instanceData) title() string { return d.Slug }
-
-// instancePage renders an instance: its MCP endpoint, auth mode, agent
-// allowlist, fields (secret ones as set or not set) and last
-// verification. Members see the endpoint and state, not the
-// configuration.
-func (c *Console) instancePage(ec echo.Context, v *Viewer) error {
-	t, err := c.tenantOf(ec, v)
-	if err != nil {
-		return err
-	}
-	in, err := c.cfg.Tenants.Instance(ec.Request().Context(), t.Slug, ec.Param("instance"))
-	if err != nil {
-		return err
-	}
-	d := instanceData{InstanceView: in, ConnectorName: in.ConnectorID, Admin: v.Admin(),
-		MCPURL: strings.TrimRight(c.cfg.PublicURL, "/") + "/workspaces/" + t.Slug + "/webhooks/" + in.Slug + ".mcp"}
-	if x, ok := c.cfg.Catalog.Connector(in.ConnectorID); ok {
-		d.ConnectorName = x.Manifest.Name
-	}
-	if !d.Admin {
-		d.InstanceView = &tenants.InstanceView{Instance: &tenants.Instance{Slug: in.Slug, ConnectorID: in.ConnectorID, AuthMode: in.AuthMode, AuthState: in.AuthState}}
-	}
-	c.render(ec, http.StatusOK, "instance", v, d)
-	return nil
+	return ec.Redirect(http.StatusSeeOther, Prefix+"instances/"+in.Slug+"?done=saved")
 }

@@ -31,30 +31,54 @@ var templateFuncs = template.FuncMap{
 
 // home is the console's start page: the tenant's instances, whose empty
 // state leads to the catalog.
-func (c *Console) home(ec echo.Context, _ *Viewer) error {
+func (c *Console) home(ec echo.Context, v *Viewer) error {
+	if v.Operator() {
+		return ec.Redirect(http.StatusFound, OperatorHome)
+	}
 	return ec.Redirect(http.StatusFound, Prefix+"instances")
 }
 
-// signInData is the Sign in page: where to go back to, and why the
-// previous session ended, if it did.
+// signInData is the Sign in page: where to go back to, why the previous
+// session ended, if it did, and the identity providers to sign in with.
 type signInData struct {
 	Next string
 	// Problem is the typed error of a session that is no longer valid.
 	Problem *errorData
+	// Issuers are the "Sign in with <name>" buttons, each starting a
+	// sign-in that returns to Next.
+	Issuers []issuerButton
 }
+
+// issuerButton is one identity provider's sign-in button.
+type issuerButton struct{ Name, URL string }
 
 func (signInData) title() string { return "Sign in" }
 
-// signIn shows how to sign in. The one-time links and OpenID Connect
-// land with the sign-in pages; until then a session is established by a
-// sign-in link an owner or the operator creates.
-func (c *Console) signIn(ec echo.Context) error {
-	v, err := c.viewer(ec)
+// signInData is the Sign in page of a request that returns to next (a
+// console path; else the console's home) once signed in; err is why the
+// session it brought is not valid, if it is not. ?tenant= is carried to
+// the identity providers' start URLs.
+func (c *Console) signInData(ec echo.Context, next string, err error) signInData {
 	d := signInData{}
+	back := Prefix
+	if next != "" {
+		d.Next = safeNext(next)
+		back = d.Next
+	}
 	if err != nil {
 		d.Problem = problemData(err)
 	}
-	c.render(ec, http.StatusOK, "signin", v, d)
+	for _, i := range c.cfg.Issuers {
+		d.Issuers = append(d.Issuers, issuerButton{Name: i.Name, URL: i.StartURLFor(ec.QueryParam("tenant"), back)})
+	}
+	return d
+}
+
+// signIn shows how to sign in: one button per identity provider, and the
+// one-time sign-in links an owner or the operator creates.
+func (c *Console) signIn(ec echo.Context) error {
+	v, err := c.viewer(ec)
+	c.render(ec, http.StatusOK, "signin", v, c.signInData(ec, ec.QueryParam("next"), err))
 	return nil
 }
 

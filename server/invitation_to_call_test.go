@@ -7,11 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,28 +24,6 @@ import (
 	"github.com/switchboardhq/switchboard/server/servertest"
 	"github.com/switchboardhq/switchboard/signin"
 )
-
-// notesConnector is a one-operation connector whose users connect their
-// own accounts (auth mode oauth).
-var notesConnector = map[string]string{
-	"notes/connector.json": `{
-  "id": "notes", "name": "Notes", "version": "1.0.0", "type": "openapi", "scope": "global",
-  "auth": {"type": "oauth2", "modes": ["oauth"], "scopes": ["notes.read"]},
-  "env": [
-    {"name": "API_URL", "label": "API URL", "required": true},
-    {"name": "CLIENT_ID", "label": "Client id"},
-    {"name": "CLIENT_SECRET", "label": "Client secret", "secret": true},
-    {"name": "AUTHORIZE_URL", "label": "Authorize URL"},
-    {"name": "TOKEN_URL", "label": "Token URL"}
-  ],
-  "openapi": "openapi.json", "base_url": "{ENV:API_URL}"
-}`,
-	"notes/openapi.json": `{
-  "openapi": "3.0.3", "info": {"title": "Notes", "version": "1"},
-  "paths": {"/me": {"get": {"operationId": "getMe", "x-entity": "me", "x-action": "get", "summary": "Whose notes",
-     "responses": {"200": {"description": "ok"}}}}}
-}`,
-}
 
 const pathOperator = "sba_path_test_operator_token"
 
@@ -158,23 +134,9 @@ func TestFromInvitationToAgentCall(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		ctx := context.Background()
 		as := authztest.New(t, authztest.Options{})
-		var mu sync.Mutex
-		var upstreamSaw []string
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			sub, ok := as.Validate(r)
-			if !ok {
-				w.WriteHeader(http.StatusUnauthorized)
-				return
-			}
-			mu.Lock()
-			upstreamSaw = append(upstreamSaw, sub)
-			mu.Unlock()
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"user": %q}`, sub)
-		}))
-		t.Cleanup(up.Close)
+		up := as.NewAPI(t)
 		srv := servertest.Start(t, server.Config{DB: db, AdminToken: secrets.New(pathOperator),
-			ConnectorCatalog: registrytest.Load(t, notesConnector)})
+			ConnectorCatalog: registrytest.Load(t, registrytest.Notes)})
 		base := srv.URL
 		as.AddClient(authztest.Client{ID: "notes-app", Secret: "notes-app-secret", Scopes: []string{"notes.read"},
 			RedirectURIs: []string{base + "/workspaces/acme/webhooks/notes/oauth/callback"}})
@@ -218,15 +180,8 @@ func TestFromInvitationToAgentCall(t *testing.T) {
 		}
 
 		// The agent calls as the member through the official MCP client.
-		client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1.0.0"}, nil)
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-			Endpoint: base + "/workspaces/acme/webhooks/notes.mcp", MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: headerTransport{"Authorization": "Bearer " + platform, "X-Agent-Id": "notes-bot", "X-User-Id": userID}},
-		}, nil)
-		if err != nil {
-			t.Fatalf("initialize: %v", err)
-		}
-		defer cs.Close()
+		cs := agentSession(t, base+"/workspaces/acme/webhooks/notes.mcp",
+			headerTransport{"Authorization": "Bearer " + platform, "X-Agent-Id": "notes-bot", "X-User-Id": userID})
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "me", Arguments: map[string]any{"action": "get"}})
 		if err != nil {
 			t.Fatalf("tools/call: %v", err)
@@ -235,11 +190,38 @@ func TestFromInvitationToAgentCall(t *testing.T) {
 		if res.IsError || !strings.Contains(string(out), "mia@acme.test") {
 			t.Fatalf("tools/call as the member = %s", out)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(upstreamSaw) != 1 || upstreamSaw[0] != "mia@acme.test" {
-			t.Fatalf("the upstream saw %q, want the member's token once", upstreamSaw)
+		if saw := up.Saw(); len(saw) != 1 || saw[0] != "mia@acme.test" {
+			t.Fatalf("the upstream saw %q, want the member's token once", saw)
 		}
+
+		// The operator's /metrics shows the call, its steps, its token
+		// request and its upstream answer, with no tenant, user, agent or
+		// caller identifier in any label.
+		tenant := anon.must(http.StatusOK, http.MethodGet, "/v1/tenants/acme", "", operator)
+		text := scrapeMetrics(t, base, pathOperator)
+		for _, want := range []struct {
+			name   string
+			labels []string
+		}{
+			{"switchboard_calls_total", []string{"connector=notes", "surface=mcp", "mode=oauth", "code=ok"}},
+			{"switchboard_call_step_seconds_count", []string{"step=authenticate"}},
+			{"switchboard_call_step_seconds_count", []string{"step=resolve"}},
+			{"switchboard_call_step_seconds_count", []string{"step=credentials"}},
+			{"switchboard_call_step_seconds_count", []string{"step=upstream"}},
+			{"switchboard_call_step_seconds_count", []string{"step=total"}},
+			{"switchboard_upstream_responses_total", []string{"class=2xx"}},
+			{"switchboard_token_requests_total", []string{"mode=oauth", "kind=code", "outcome=ok"}},
+			{"switchboard_cache_lookups_total", []string{"cache=token", "result=hit"}},
+			{"switchboard_cache_lookups_total", []string{"cache=caller", "result=miss"}},
+			{"switchboard_catalog_connectors", nil},
+			{"switchboard_audit_spool_rows", nil},
+			{"process_cpu_seconds_total", nil},
+		} {
+			if !hasSeries(text, want.name, want.labels...) && !(want.name == "switchboard_audit_spool_rows" && strings.Contains(text, want.name+" 0")) {
+				t.Errorf("/metrics has no %s%v:\n%s", want.name, want.labels, grepLines(text, "switchboard_"))
+			}
+		}
+		noIdentityLabels(t, text, "acme", tenant["id"].(string), userID, "notes-bot", "mia@acme.test", "agent-platform")
 	})
 }
 

@@ -18,9 +18,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/api"
 	"github.com/switchboardhq/switchboard/appmode"
 	"github.com/switchboardhq/switchboard/audit"
@@ -33,8 +36,10 @@ import (
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/members"
+	"github.com/switchboardhq/switchboard/metrics"
 	"github.com/switchboardhq/switchboard/openapi"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/mcplocal"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/signin"
 	"github.com/switchboardhq/switchboard/tenants"
@@ -77,6 +82,19 @@ type Config struct {
 	CallerJWTAudience    string
 	CallerJWTKeys        string
 	CallerJWTMaxLifetime time.Duration
+	// CacheBudget (bytes) and CacheTTL bound the call path's caches:
+	// three quarters of the budget for resolved instances, a quarter for
+	// callers. Zero keeps the packages' defaults.
+	CacheBudget int64
+	CacheTTL    time.Duration
+	// AuthFailureLimit is how many failed authentications a minute a
+	// source may have before its unknown credentials are refused without
+	// a lookup: 0 keeps the default (auth.AuthFailuresPerSource), a
+	// negative value turns the limit off. TrustedProxies are the
+	// addresses (CIDR) of the proxies in front of the server, whose
+	// X-Forwarded-For then names the source (auth.Callers.SetSources).
+	AuthFailureLimit int
+	TrustedProxies   []string
 	// MCPAllowedOrigins are the browser origins allowed to call MCP
 	// endpoints besides PublicURL's.
 	MCPAllowedOrigins []string
@@ -91,8 +109,23 @@ type Config struct {
 	// join it by signing in (unlisted tenants are invitation only).
 	OIDCIssuers []signin.OIDCIssuer
 	OIDCDomains map[string][]string
+	// Local bounds the stdio servers of mcp_local instances (counts per
+	// tenant and in total, idle and call timeouts, CPU time, memory,
+	// stderr); zero members keep mcplocal's defaults. Their package files
+	// and private directories live under DataDir/mcplocal (the system's
+	// temporary directory without a DataDir).
+	Local mcplocal.Config
 	// ShutdownTimeout is how long Serve drains in-flight requests.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long Serve keeps serving once its context is
+	// done, with /readyz answering 503 (shutting_down), before it closes
+	// the listener: a load balancer's health checks take the replica out
+	// of rotation while it still answers, so that no request meets a
+	// closed port.
+	ShutdownDelay time.Duration
+	// AuditRetentionDays is how long audit rows are kept (0:
+	// audit.DefaultRetentionDays); Listen deletes older ones hourly.
+	AuditRetentionDays int
 	// Audit configures the audit writer (memory and spool bounds, what
 	// to do when both are full, the write interval); its Logger is the
 	// server's.
@@ -131,6 +164,19 @@ type Server struct {
 	auditStore *audit.Store
 	members    *members.Store
 	signin     *signin.Handler
+	local      *mcplocal.Manager
+	metrics    *metrics.Metrics
+	// shuttingDown is set when Serve's context is done: /readyz answers
+	// 503 from then on.
+	shuttingDown atomic.Bool
+}
+
+// ready is /readyz's check: the store, and not shutting down.
+func (s *Server) ready(ctx context.Context) error {
+	if s.shuttingDown.Load() {
+		return switchboard.E(switchboard.ErrUnavailable, "shutting_down", "this replica is shutting down")
+	}
+	return s.db.Ready(ctx)
 }
 
 // New loads the keys and the catalog and wires the handlers over the
@@ -143,7 +189,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("server: no store")
 	}
-	s := &Server{cfg: cfg, logger: logger, db: cfg.DB}
+	s := &Server{cfg: cfg, logger: logger, db: cfg.DB, metrics: metrics.New()}
 	db := s.db
 	if err := db.Ready(ctx); err != nil {
 		logger.Warn("store not ready; /readyz reports 503 until it is", "reason", err.Error())
@@ -172,6 +218,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.catalog, s.remote = cat, remote
+		// Compiling descriptions leaves hundreds of megabytes of garbage
+		// behind; hand it back to the system now rather than over minutes.
+		debug.FreeOSMemory()
 		for _, p := range cat.Problems() {
 			logger.Warn("connector refused", "reason", p.Error())
 		}
@@ -194,6 +243,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		client = egress.NewClient(egress.Config{Allow: cfg.AllowUpstreams})
 	}
 	callers := auth.NewCallers(tenantStore)
+	callers.SetMetrics(s.metrics)
+	if cfg.CacheBudget > 0 || cfg.CacheTTL > 0 {
+		callers.SetCache(cfg.CacheBudget/4, cfg.CacheTTL)
+	}
+	if cfg.AuthFailureLimit != 0 || len(cfg.TrustedProxies) > 0 {
+		trusted, err := parseCIDRs(cfg.TrustedProxies)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxies: %w", err)
+		}
+		limit := cfg.AuthFailureLimit
+		if limit == 0 {
+			limit = auth.AuthFailuresPerSource
+		}
+		callers.SetSources(max(limit, 0), trusted)
+	}
 	if cfg.CallerJWTKeys != "" {
 		pemKeys, err := os.ReadFile(cfg.CallerJWTKeys)
 		if err != nil {
@@ -209,10 +273,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.providers = auth.NewProviders(db, secretStore, cfg.PublicURL)
 	s.oauth = auth.NewOAuth(auth.OAuthConfig{
 		DB: db, Secrets: secretStore, Providers: s.providers, HTTPClient: client, PublicURL: cfg.PublicURL, Logger: logger, Now: cfg.Now,
+		Metrics: s.metrics,
 	})
 	appAuth := auth.NewAppAuth()
 	s.oauth.Register(appAuth)
 	s.auditStore = audit.NewStore(db)
+	s.auditStore.RetentionDays = cfg.AuditRetentionDays
 	auditOpts := cfg.Audit
 	auditOpts.Logger = logger
 	var err error
@@ -220,6 +286,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.members = members.NewStore(db, s.audit, members.Options{Now: cfg.Now})
+	localCfg := cfg.Local
+	localCfg.Logger = logger
+	if cfg.DataDir != "" {
+		localCfg.PackageDir = filepath.Join(cfg.DataDir, "mcplocal", "packages")
+		localCfg.WorkDir = filepath.Join(cfg.DataDir, "mcplocal", "run")
+	}
+	s.local = mcplocal.NewManager(localCfg)
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
@@ -231,8 +304,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		// Hosted MCP servers (mcp_remote) are reached through the same
 		// egress policy as every upstream.
 		RemoteClient: client,
+		CacheBudget:  cfg.CacheBudget * 3 / 4,
+		CacheTTL:     cfg.CacheTTL,
+		Metrics:      s.metrics,
+		PublicURL:    cfg.PublicURL,
+		Local:        s.local,
 	})
 	s.gateway = gw
+	s.registerGauges()
 	// The caches of the call path follow the tenants' changes, and
 	// installs are verified before they are saved.
 	tenantSvc.Subscribe(gw.Invalidate)
@@ -244,22 +323,32 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	tenantSvc.SetVerifier(verify.New(verify.Config{Gateway: gw, Logger: logger, Dir: verifyDir}))
 
 	s.signin = signin.New(signin.Config{Members: s.members, PublicURL: cfg.PublicURL, Logger: logger,
-		OIDC: signin.OIDCConfig{Issuers: cfg.OIDCIssuers, Domains: cfg.OIDCDomains, Tenants: tenantSvc, HTTPClient: client}})
+		OIDC:         signin.OIDCConfig{Issuers: cfg.OIDCIssuers, Domains: cfg.OIDCDomains, Tenants: tenantSvc, HTTPClient: client},
+		OperatorHome: console.OperatorHome})
 	callers.SetMembers(memberCheck{s.members})
 	// A removed member is no longer a user callers may name, on any replica.
 	s.members.OnRemoval(func(r members.Removal) { callers.ForgetMember(r.Tenant, r.UserID) })
+	// A removed member's local servers (which hold their own values) stop.
+	s.members.OnRemoval(func(r members.Removal) {
+		s.local.Stop(func(k mcplocal.Key) bool {
+			return k.User != "" && (r.All || (k.Tenant == string(r.Tenant) && k.User == r.UserID))
+		})
+	})
 	flows := connectflow.New(connectflow.Config{Gateway: gw, OAuth: s.oauth, Logger: logger,
-		Sessions: sessionCheck{store: s.members, signin: s.signin}})
+		Sessions: sessionCheck{store: s.members, signin: s.signin},
+		// After connecting, people go back to the instance's console page.
+		ConsoleURL: strings.TrimRight(cfg.PublicURL, "/") + console.Prefix})
+	apiKeys := tenants.NewAPIKeys(db)
 	admin := api.New(api.Config{
 		Tenants:   tenantSvc,
 		Operators: operators,
 		Catalog:   cat,
 		Logger:    logger,
-		Ready:     db.Ready,
+		Ready:     s.ready,
 		Providers: s.providers,
 		Audit:     s.auditStore,
 		Tester:    gw,
-		APIKeys:   tenants.NewAPIKeys(db),
+		APIKeys:   apiKeys,
 		Grants:    connectflow.NewGrants(gw, s.oauth),
 		Members:   s.members,
 		PublicURL: cfg.PublicURL,
@@ -278,13 +367,35 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	root := admin.Router()
+	// /metrics on the main listener needs an operator token;
+	// --metrics-addr serves MetricsHandler without one.
+	root.GET("/metrics", serve(s.operatorOnly(s.metrics.Handler())))
 	mountAgentPath(root, agentSurfaces{
 		app:      appmode.New(gw, logger),
 		flows:    flows,
 		mcp:      mcp.NewHandler(gw, mcpOpts),
 		resource: mcp.ProtectedResourceHandler(mcpOpts),
 	})
-	pages, err := console.New(console.Config{Catalog: cat, Tenants: tenantSvc, PublicURL: cfg.PublicURL, Access: console.SignInAccess(s.signin, s.members), Logger: logger})
+	pages, err := console.New(console.Config{
+		Catalog:     cat,
+		Tenants:     tenantSvc,
+		PublicURL:   cfg.PublicURL,
+		Access:      console.SignInAccess(s.signin, s.members),
+		Logger:      logger,
+		APIKeys:     apiKeys,
+		Members:     s.members,
+		Admin:       admin,
+		Tester:      gw,
+		Grants:      connectflow.NewGrants(gw, s.oauth),
+		Providers:   s.providers,
+		RedirectURI: s.oauth.RedirectURI,
+		AuditLog:    s.audit,
+		Audit:       s.auditStore,
+		Issuers:     s.signin.Issuers(),
+		SignIn:      s.signin,
+		// The platform operator's pages.
+		Operators: operators,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
@@ -298,14 +409,27 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // LoadCatalog loads the catalog of cfg: from an https:// URL (cached under the
 // data directory; the returned Remote refreshes it), a directory, or the
 // built-in one. Catalog keys, when configured, apply to all three.
+//
+// OpenAPI connectors' registries are kept in their compact form and, with
+// a data directory, cached under DataDir/compiled by package content hash
+// (registry.Compiled): a start compiles only packages it has not seen. The
+// cache is per data directory: replicas that do not share one each compile
+// once.
 func LoadCatalog(ctx context.Context, cfg Config) (*registry.Catalog, *registry.Remote, error) {
-	opts := registry.LoadOptions{Keys: cfg.CatalogKeys}
+	compiled := &registry.Compiled{Compiler: openapi.CompilerID()}
+	if cfg.DataDir != "" && compiled.Compiler != "" {
+		compiled.Dir = filepath.Join(cfg.DataDir, "compiled")
+	}
+	opts := registry.LoadOptions{Keys: cfg.CatalogKeys, Compiled: compiled, RefuseLintErrors: true}
 	if strings.HasPrefix(cfg.Catalog, "https://") {
 		remote := &registry.Remote{
 			URL:      cfg.Catalog,
 			CacheDir: filepath.Join(cfg.DataDir, "catalog-cache"),
 			Keys:     cfg.CatalogKeys,
 			Compile:  openapi.Compile,
+			Compiled: compiled,
+			// What connector lint rejects is not served.
+			RefuseLintErrors: true,
 		}
 		cat, err := remote.Load(ctx)
 		if err != nil {
@@ -329,6 +453,57 @@ func LoadCatalog(ctx context.Context, cfg Config) (*registry.Catalog, *registry.
 
 // Handler is every HTTP surface of the server, behind request logging.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Metrics is the server's Prometheus instrumentation.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// MetricsHandler serves the metrics without authentication, for a
+// separate listener (--metrics-addr) that only the scraper reaches.
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.Handler() }
+
+// operatorOnly serves h to requests bearing a live operator token, and
+// answers 401 to the rest.
+func (s *Server) operatorOnly(h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok {
+			valid, err := s.operators.Check(r.Context(), strings.TrimSpace(token))
+			if err != nil {
+				switchboard.WriteError(w, switchboard.E(switchboard.ErrUnavailable, "store_unavailable", "the store cannot confirm the token"))
+				return
+			}
+			if valid {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		switchboard.WriteError(w, switchboard.E(switchboard.ErrUnauthorized, "unauthorized", "/metrics needs an operator token"))
+	}
+}
+
+// registerGauges registers the metrics read from the server's parts at
+// each scrape: the audit backlog, the catalog's state, the statements
+// sent to the store.
+func (s *Server) registerGauges() {
+	m, w, cat, db := s.metrics, s.audit, s.catalog, s.db
+	m.CounterFunc("store_statements_total", "Statements sent to the store by the server's pool (every query and exec, counted by the driver wrapper).",
+		func() float64 { return float64(db.Statements()) })
+	m.GaugeFunc("audit_memory_rows", "Audit rows waiting in memory for the store.",
+		func() float64 { return float64(w.Stats().Memory) })
+	m.GaugeFunc("audit_spool_rows", "Audit rows waiting in the disk spool for the store.",
+		func() float64 { return float64(w.Stats().Spool) })
+	m.CounterFunc("audit_written_rows_total", "Audit rows written to the store.",
+		func() float64 { return float64(w.Stats().Written) })
+	m.CounterFunc("audit_dropped_rows_total", "Audit rows lost (see audit.Stats.Dropped).",
+		func() float64 { return float64(w.Stats().Dropped) })
+	m.CounterFunc("audit_refused_calls_total", "Calls refused because their audit row could not be kept.",
+		func() float64 { return float64(w.Stats().Refused) })
+	m.GaugeFunc("catalog_connectors", "Connectors the catalog serves.",
+		func() float64 { return float64(len(cat.List())) })
+	m.GaugeFunc("catalog_refused_connectors", "Connectors the catalog refused (lint errors, bad signatures).",
+		func() float64 { return float64(len(cat.Problems())) })
+}
 
 // Operators holds the operator tokens of the admin API.
 func (s *Server) Operators() *auth.Operators { return s.operators }
@@ -361,6 +536,9 @@ func (s *Server) SignIn() *signin.Handler { return s.signin }
 // Members is the server's store of members, invitations and sessions.
 func (s *Server) Members() *members.Store { return s.members }
 
+// Local returns the manager of the mcp_local instances' servers.
+func (s *Server) Local() *mcplocal.Manager { return s.local }
+
 // Listen runs the background work of a replica until ctx is done: the
 // remote catalog's refresh, and the Postgres LISTEN/NOTIFY listeners
 // through which changes other replicas make (a revoked caller, an edited
@@ -369,6 +547,17 @@ func (s *Server) Members() *members.Store { return s.members }
 func (s *Server) Listen(ctx context.Context) {
 	if s.remote != nil {
 		go s.remote.Run(ctx, s.catalog, s.cfg.CatalogRefresh, s.logger)
+	}
+	// Where the change log stands now, before this replica serves (and
+	// caches) anything: the listeners' first connections replay the
+	// changes made since instead of emptying the caches. Without it (the
+	// store unreachable), a first connection empties them.
+	for what, mark := range map[string]func(context.Context) error{
+		"change": s.tenants.MarkChanges, "grant": s.oauth.MarkGrants, "member removal": s.members.MarkRemovals,
+	} {
+		if err := mark(ctx); err != nil {
+			s.logger.Warn("replica "+what+" notifications: the first connection will empty the caches", "err", err.Error())
+		}
 	}
 	go s.tenants.Listen(ctx, func(err error) {
 		s.logger.Warn("replica change notifications", "err", err.Error())
@@ -379,6 +568,32 @@ func (s *Server) Listen(ctx context.Context) {
 	go s.members.Listen(ctx, func(err error) {
 		s.logger.Warn("replica member removal notifications", "err", err.Error())
 	})
+	go s.retainAudit(ctx)
+}
+
+// retainInterval is how often audit retention runs.
+const retainInterval = time.Hour
+
+// retainAudit deletes audit rows past retention (audit.Store.Retain) now
+// and then every retainInterval until ctx is done. Every replica runs it;
+// Retain is safe to run concurrently.
+func (s *Server) retainAudit(ctx context.Context) {
+	t := time.NewTicker(retainInterval)
+	defer t.Stop()
+	for {
+		st, err := s.auditStore.Retain(ctx, time.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("audit retention", "err", err.Error())
+		case st.PartitionsDropped > 0 || st.RowsDeleted > 0:
+			s.logger.Info("audit retention", "partitions_dropped", st.PartitionsDropped, "rows_deleted", st.RowsDeleted)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Serve serves on ln, with the background listeners, until ctx is done;
@@ -402,6 +617,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.shuttingDown.Store(true)
+	if s.cfg.ShutdownDelay > 0 {
+		s.logger.Info("shutting down: not ready, still serving", "delay", s.cfg.ShutdownDelay.String())
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(s.cfg.ShutdownDelay):
+		}
+	}
 	s.logger.Info("shutting down", "drain", s.cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
@@ -423,6 +647,37 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	s.local.Close()
 	s.audit.Close(ctx)
 	return nil
+}
+
+// parseCIDRs parses proxy addresses: CIDR ranges, or single addresses
+// (a /32 or /128).
+func parseCIDRs(list []string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, v := range list {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if !strings.Contains(v, "/") {
+			ip := net.ParseIP(v)
+			if ip == nil {
+				return nil, fmt.Errorf("%q is neither an address nor a CIDR range", v)
+			}
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an address nor a CIDR range", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -113,7 +113,7 @@ func TestOIDCSignInReturnsToNext(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		page := string(body)
-		start := signin.OIDCStartPath + "?" + url.Values{"tenant": {"acme"}, "next": {next}}.Encode()
+		start := signin.OIDCStartPath + "?" + url.Values{"issuer": {"corp"}, "tenant": {"acme"}, "next": {next}}.Encode()
 		if !strings.Contains(page, strings.ReplaceAll(start, "&", "&amp;")) {
 			t.Fatalf("the sign-in page does not link to %s:\n%s", start, page)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func oidcEnv(t *testing.T, db *database.DB) (*env, *authztest.Server) {
 		OIDCIssuers: []signin.OIDCIssuer{{Name: "corp", Issuer: idp.Issuer(), ClientID: "switchboard", ClientSecret: secrets.New(oidcSecret)}},
 		OIDCDomains: map[string][]string{"acme": {"example.com"}},
 	})
-	idp.AddClient(authztest.Client{ID: "switchboard", Secret: oidcSecret, RedirectURIs: []string{srv.URL + signin.OIDCCallbackPath},
+	idp.AddClient(authztest.Client{ID: "switchboard", Secret: oidcSecret, RedirectURIs: []string{srv.URL + signin.OIDCCallbackPath + "/corp"},
 		Scopes: []string{"openid", "email"}})
 	for _, slug := range []string{"acme", "globex"} {
 		if _, err := srv.Tenants().CreateTenant(context.Background(), slug, slug); err != nil {
@@ -148,7 +149,7 @@ func TestOIDCCallbackRefusals(t *testing.T) {
 	e, _ := oidcEnv(t, dbtest.SQLite(t))
 	// Without a flow cookie (another browser's callback URL).
 	b := e.browser()
-	res, err := b.Get(e.srv.URL + signin.OIDCCallbackPath + "?code=x&state=y")
+	res, err := b.Get(e.srv.URL + signin.OIDCCallbackPath + "/corp?code=x&state=y")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestOIDCCallbackRefusals(t *testing.T) {
 	// With this browser's flow but another state: stop the redirect at
 	// the callback and replace the state.
 	stop := &http.Client{Jar: b.Jar, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
-		if r.URL.Path == signin.OIDCCallbackPath {
+		if r.URL.Path == signin.OIDCCallbackPath+"/corp" {
 			return http.ErrUseLastResponse
 		}
 		return nil
@@ -208,4 +209,206 @@ func TestOIDCCallbackRefusals(t *testing.T) {
 			t.Errorf("%s: %d\n%s", path, res.StatusCode, page)
 		}
 	}
+}
+
+// twoIssuers is a server with two named OpenID Connect issuers, each a
+// fosite server of its own on loopback, registering the same client id
+// (so that only the issuer, not the audience, tells their tokens apart).
+func twoIssuers(t *testing.T, db *database.DB) (*env, map[string]*authztest.Server) {
+	t.Helper()
+	idps := map[string]*authztest.Server{"alpha": authztest.New(t, authztest.Options{}), "beta": authztest.New(t, authztest.Options{})}
+	c := &clock{}
+	srv := servertest.Start(t, server.Config{DB: db, AdminToken: secrets.New(operatorToken), Now: c.Now,
+		OIDCIssuers: []signin.OIDCIssuer{
+			{Name: "alpha", Label: "Alpha ID", Issuer: idps["alpha"].Issuer(), ClientID: "switchboard", ClientSecret: secrets.New(oidcSecret)},
+			{Name: "beta", Issuer: idps["beta"].Issuer(), ClientID: "switchboard", ClientSecret: secrets.New(oidcSecret)},
+		},
+		OIDCDomains: map[string][]string{"acme": {"example.com"}},
+	})
+	for name, idp := range idps {
+		idp.AddClient(authztest.Client{ID: "switchboard", Secret: oidcSecret,
+			RedirectURIs: []string{srv.URL + signin.OIDCIssuer{Name: name}.CallbackPath()}, Scopes: []string{"openid", "email"}})
+	}
+	for _, slug := range []string{"acme", "globex"} {
+		if _, err := srv.Tenants().CreateTenant(context.Background(), slug, slug); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &env{t: t, srv: srv, clock: c}, idps
+}
+
+// With two issuers, the sign-in page offers a button for each, a person
+// signs in through either (a browser that follows redirects and keeps
+// cookies), each issuer has its own callback, and an answer of one
+// issuer never completes a flow started with the other.
+func TestOIDCSeveralIssuers(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		e, idps := twoIssuers(t, db)
+		ctx := context.Background()
+		links := e.srv.SignIn().Issuers()
+		if len(links) != 2 || links[0].Name != "Alpha ID" || links[1].Name != "beta" ||
+			links[0].StartURL != signin.OIDCStartPath+"?issuer=alpha" || links[1].StartURL != signin.OIDCStartPath+"?issuer=beta" {
+			t.Fatalf("Issuers() = %+v", links)
+		}
+
+		// The signed-out page has one button per issuer, keeping next.
+		b := e.browser()
+		res, err := b.Get(e.srv.URL + signin.Prefix + "?next=" + url.QueryEscape(signin.SessionPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, want := range []string{">Sign in with Alpha ID</a>", ">Sign in with beta</a>", "one-time sign-in link",
+			strings.ReplaceAll(signin.OIDCStartPath+"?"+url.Values{"issuer": {"beta"}, "next": {signin.SessionPath}}.Encode(), "&", "&amp;")} {
+			if !strings.Contains(string(body), want) {
+				t.Fatalf("the sign-in page lacks %q:\n%s", want, body)
+			}
+		}
+
+		// A person signs in through each issuer: a new member joins acme
+		// (its domain is admitted) through alpha without naming the
+		// tenant, and comes back through beta to the same membership.
+		signInWith := func(b *http.Client, start, login string) (*http.Response, string) {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, e.srv.URL+start, nil)
+			req.Header.Set(authztest.LoginHeader, login)
+			res, err := b.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			return res, string(body)
+		}
+		for _, l := range links {
+			b := e.browser()
+			res, page := signInWith(b, l.StartURLFor("", signin.SessionPath), "ann@example.com")
+			if res.StatusCode != http.StatusOK || res.Request.URL.Path != signin.SessionPath {
+				t.Fatalf("sign-in with %s: %d at %s\n%s", l.Name, res.StatusCode, res.Request.URL, page)
+			}
+			if me, _ := e.whoami(b); me.Email != "ann@example.com" || me.Role != "member" {
+				t.Fatalf("session after signing in with %s: %+v", l.Name, me)
+			}
+		}
+		if n := dbtest.Count(t, db, "members", ""); n != 1 {
+			t.Fatalf("%d members after signing in twice as ann, want 1", n)
+		}
+		for name, idp := range idps {
+			if n := idp.TokenRequests("authorization_code"); n != 1 {
+				t.Errorf("issuer %s got %d code exchanges, want 1", name, n)
+			}
+		}
+		// A member of an invitation-only tenant, by its tenant.
+		globex, _ := e.srv.Tenants().Tenant(ctx, "globex")
+		if _, err := e.srv.Members().AddMember(ctx, members.ActorOperator, globex.ID, "dan@globex.test", members.RoleAdmin); err != nil {
+			t.Fatal(err)
+		}
+		b = e.browser()
+		if res, page := signInWith(b, links[1].StartURLFor("globex", ""), "dan@globex.test"); res.StatusCode != http.StatusOK {
+			t.Fatalf("dan with beta: %d\n%s", res.StatusCode, page)
+		}
+		if me, _ := e.whoami(b); me.Tenant != string(globex.ID) || me.Role != "admin" {
+			t.Fatalf("dan's session %+v", me)
+		}
+
+		// Without a tenant: a stranger of no admitted domain is refused; a
+		// person in two tenants is asked to name one.
+		for _, tc := range []struct{ login, code string }{{"eve@elsewhere.test", "not_a_member"}, {"dan@globex.test", ""}} {
+			if tc.code == "" {
+				acme, _ := e.srv.Tenants().Tenant(ctx, "acme")
+				if _, err := e.srv.Members().AddMember(ctx, members.ActorOperator, acme.ID, tc.login, members.RoleMember); err != nil {
+					t.Fatal(err)
+				}
+				tc.code = "tenant_required"
+			}
+			b := e.browser()
+			res, page := signInWith(b, links[0].StartURLFor("", ""), tc.login)
+			if !strings.Contains(page, tc.code) || res.StatusCode < 400 {
+				t.Errorf("%s without a tenant: %d, want %s\n%s", tc.login, res.StatusCode, tc.code, page)
+			}
+			if _, status := e.whoami(b); status != http.StatusUnauthorized {
+				t.Errorf("%s without a tenant: a refused sign-in left a session", tc.login)
+			}
+		}
+
+		// Mix-up: one browser starts a flow with each issuer; alpha's
+		// answer (code and state) is delivered to beta's callback.
+		b = e.browser()
+		stop := &http.Client{Jar: b.Jar, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+			if strings.HasPrefix(r.URL.Path, signin.OIDCCallbackPath) {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}}
+		start := func(l signin.IssuerLink) *url.URL {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, e.srv.URL+l.StartURLFor("acme", ""), nil)
+			req.Header.Set(authztest.LoginHeader, "ann@example.com")
+			res, err := stop.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			loc, err := res.Location()
+			if err != nil || loc.Query().Get("code") == "" {
+				t.Fatalf("%s did not answer with a code: %d %v", l.Name, res.StatusCode, err)
+			}
+			return loc
+		}
+		alpha := start(links[0])
+		// Beta's callback gets alpha's code with alpha's state, then with
+		// the state of beta's own flow (a flow cookie is spent by its
+		// callback, so beta's flow is started afresh for each).
+		for i, useBetaState := range []bool{false, true} {
+			beta := start(links[1])
+			if alpha.Path == beta.Path {
+				t.Fatalf("both issuers share the callback %s", beta.Path)
+			}
+			state := alpha.Query().Get("state")
+			if useBetaState {
+				state = beta.Query().Get("state")
+			}
+			before := idps["beta"].TokenRequests("authorization_code")
+			mixed := *beta
+			mixed.RawQuery = url.Values{"code": {alpha.Query().Get("code")}, "state": {state}}.Encode()
+			res, err := stop.Get(mixed.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(page), "oidc_failed") {
+				t.Fatalf("case %d: alpha's answer at beta's callback: %d\n%s", i, res.StatusCode, page)
+			}
+			if _, status := e.whoami(b); status != http.StatusUnauthorized {
+				t.Fatalf("case %d: alpha's answer completed beta's flow", i)
+			}
+			// Under alpha's state the callback refuses before asking beta;
+			// under beta's own state, beta itself refuses alpha's code.
+			if asked := idps["beta"].TokenRequests("authorization_code") > before; asked != useBetaState {
+				t.Errorf("case %d: beta asked to exchange alpha's code: %v", i, asked)
+			}
+		}
+		// Alpha's own answer still completes alpha's flow: beta's callback
+		// spent only beta's flow cookie.
+		res, err = b.Get(alpha.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if me, status := e.whoami(b); status != http.StatusOK || me.Email != "ann@example.com" {
+			t.Fatalf("alpha's own answer after the mix-up: %d %+v", status, me)
+		}
+		// The unnamed callback path belongs to no issuer here.
+		res, err = e.browser().Get(e.srv.URL + signin.OIDCCallbackPath + "?code=x&state=y")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Fatalf("the unnamed callback with named issuers: %d", res.StatusCode)
+		}
+	})
 }

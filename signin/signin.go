@@ -12,6 +12,12 @@
 // carry the session's CSRF token (members.CSRFToken): in the X-CSRF-Token
 // header, or the csrf_token field of a form. Pages are plain HTML forms,
 // without script.
+//
+// The platform operator signs in the same way, with an operator sign-in
+// link (members.CreateOperatorLink: `switchboard admin login-link
+// --operator` or POST /v1/operator-sign-in-links): its confirmation starts
+// an operator session, which has no tenant (Session.Operator), and which
+// Authenticate resolves by its token's prefix.
 package signin
 
 import (
@@ -72,6 +78,9 @@ type Config struct {
 	Logger *slog.Logger
 	// OIDC, when it names issuers, turns on OpenID Connect sign-in.
 	OIDC OIDCConfig
+	// OperatorHome is where an operator sign-in link leads when it names
+	// no next page (the console's operator pages); empty: the status page.
+	OperatorHome string
 }
 
 // Handler serves the sign-in pages and authenticates session cookies.
@@ -104,6 +113,7 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("POST "+SignOutEverywherePath, h.signOutEverywhere)
 	m.HandleFunc("GET "+OIDCStartPath, h.oidcStart)
 	m.HandleFunc("GET "+OIDCCallbackPath, h.oidcCallback)
+	m.HandleFunc("GET "+OIDCCallbackPath+"/{issuer}", h.oidcCallback)
 	for _, i := range cfg.OIDC.Issuers {
 		h.issuers = append(h.issuers, &oidcIssuer{cfg: i})
 	}
@@ -243,7 +253,13 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) (sess members.
 		return members.Session{}, false, nil
 	}
 	ctx := r.Context()
-	sess, err = h.cfg.Members.ResolveSession(ctx, token)
+	if members.IsOperatorSession(token) {
+		// The operator's session has no member whose role could change:
+		// it is never stale.
+		sess, err = h.cfg.Members.ResolveOperatorSession(ctx, token)
+	} else {
+		sess, err = h.cfg.Members.ResolveSession(ctx, token)
+	}
 	if err != nil {
 		if switchboard.CodeOf(err) == "invalid_session" {
 			h.clearSession(w)

@@ -83,6 +83,19 @@ type Server struct {
 	usedJTIs    map[string]bool
 	signingKeys []*jose.JSONWebKey
 	jwksFetches int
+	revocations []Revocation
+	failRevoke  bool
+}
+
+// Revocation is one request to the revocation endpoint (RFC 7009).
+type Revocation struct {
+	// Subject is the user the token was issued for ("" when the token
+	// was unknown to the server).
+	Subject string
+	// Hint is the request's token_type_hint.
+	Hint string
+	// Status is the HTTP status the server answered.
+	Status int
 }
 
 type jwtToken struct {
@@ -320,9 +333,49 @@ func (s *Server) Issued() []string {
 	return append([]string(nil), s.issued...)
 }
 
+// Revocations returns the requests the revocation endpoint received, in
+// order.
+func (s *Server) Revocations() []Revocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Revocation(nil), s.revocations...)
+}
+
+// FailRevocations makes the revocation endpoint answer 503 to every
+// request (and revoke nothing) while on is set.
+func (s *Server) FailRevocations(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failRevoke = on
+}
+
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	_ = r.ParseForm()
+	rev := Revocation{Hint: r.PostForm.Get("token_type_hint"), Status: http.StatusOK}
+	// Whose token it is, read before it is revoked.
+	if _, ar, err := s.provider.IntrospectToken(ctx, r.PostForm.Get("token"), fosite.RefreshToken, &fosite.DefaultSession{}); err == nil {
+		rev.Subject = ar.GetSession().GetSubject()
+	} else if _, ar, err := s.provider.IntrospectToken(ctx, r.PostForm.Get("token"), fosite.AccessToken, &fosite.DefaultSession{}); err == nil {
+		rev.Subject = ar.GetSession().GetSubject()
+	}
+	s.mu.Lock()
+	failing := s.failRevoke
+	if failing {
+		rev.Status = http.StatusServiceUnavailable
+	}
+	s.revocations = append(s.revocations, rev)
+	s.mu.Unlock()
+	if failing {
+		http.Error(w, "revocation unavailable", rev.Status)
+		return
+	}
 	err := s.provider.NewRevocationRequest(ctx, r)
+	if err != nil {
+		s.mu.Lock()
+		s.revocations[len(s.revocations)-1].Status = fosite.ErrorToRFC6749Error(err).CodeField
+		s.mu.Unlock()
+	}
 	s.provider.WriteRevocationResponse(ctx, w, err)
 }
 
@@ -415,4 +468,42 @@ func (s *Server) Validate(r *http.Request) (string, bool) {
 		return sub, true
 	}
 	return ar.GetClient().GetID(), true
+}
+
+// API is a vendor API for tests (a resource server): a request bearing
+// one of the authorization server's valid access tokens gets
+// {"user": <the token's subject>}, any other 401. It records whom it
+// answered, in order.
+type API struct {
+	*httptest.Server
+	mu  sync.Mutex
+	saw []string
+}
+
+// NewAPI starts an API that accepts s's access tokens; it stops when the
+// test ends.
+func (s *Server) NewAPI(tb testing.TB) *API {
+	tb.Helper()
+	a := &API{}
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sub, ok := s.Validate(r)
+		if !ok {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		a.mu.Lock()
+		a.saw = append(a.saw, sub)
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"user": sub})
+	}))
+	tb.Cleanup(a.Close)
+	return a
+}
+
+// Saw returns the subjects whose tokens the API accepted, in order.
+func (a *API) Saw() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.saw...)
 }
