@@ -1,13 +1,23 @@
 // Command overhead measures what Switchboard adds to an upstream call.
 //
-// It builds and starts the real server (switchboard serve, embedded store,
-// a fresh data directory), starts a no-op upstream on loopback, installs a
-// GitHub-connector instance pointed at it (apiKey mode), and then, in
-// alternating rounds within one run, calls the upstream directly and
-// through tools/call. It reports the throughput ratio at -clients
-// concurrent clients and the added p50 / p99 latency at one client.
+// It builds and starts the real server (switchboard serve, embedded store
+// or -postgres, a fresh data directory), starts a no-op upstream on
+// loopback, installs a GitHub-connector instance pointed at it (apiKey
+// mode, audit on), and then, in alternating rounds within one run, calls
+// three contenders with the same load generator:
 //
-//	go run ./bench/overhead [-rounds 6] [-duration 2s] [-clients 16]
+//   - direct: the upstream itself;
+//   - forwarder: a naive forwarder (echo, one shared http.Client, no auth,
+//     no JSON-RPC) in its own process, which is what any proxy costs;
+//   - switchboard: tools/call through the server.
+//
+// It reports throughput at -clients concurrent clients (median of rounds),
+// p50 / p99 latency at one client, each process's CPU per call, and the
+// ratios against the issue's goals with a pass/fail mark. With -gate R it
+// exits 1 when Switchboard's throughput is below R times the forwarder's
+// (CI uses a margin below the goal to absorb noise).
+//
+//	go run ./bench/overhead [-rounds 6] [-duration 2s] [-clients 16] [-postgres] [-gate 0.8]
 //
 // Only loopback is used.
 package main
@@ -19,7 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +39,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchboardhq/switchboard/bench/rig"
 )
 
 func main() {
@@ -38,7 +52,12 @@ func main() {
 	clients := flag.Int("clients", 16, "concurrent clients for throughput")
 	bin := flag.String("bin", "", "switchboard binary (default: go build it)")
 	profile := flag.String("server-profile", "", "write a CPU profile of the server, taken during one extra throughput round, to this file")
+	profileClients := flag.Int("profile-clients", 0, "clients of the profiled round (default: -clients; 1 profiles the one-client latency path)")
+	postgres := flag.Bool("postgres", false, "use a fresh PostgreSQL database (at SWITCHBOARD_TEST_DATABASE_URL or 127.0.0.1:5432) as the store")
+	gate := flag.Float64("gate", 0, "exit 1 when Switchboard's throughput is below this fraction of the forwarder's (0: report only)")
 	serveUpstream := flag.String("serve-upstream", "", "internal: serve the no-op upstream on this loopback address and nothing else")
+	serveForwarder := flag.String("serve-forwarder", "", "internal: serve the naive forwarder on this loopback address")
+	forwardTo := flag.String("forward-to", "", "internal: the forwarder's upstream URL")
 	flag.Parse()
 	if *serveUpstream != "" {
 		if err := http.ListenAndServe(*serveUpstream, noop); err != nil {
@@ -47,16 +66,31 @@ func main() {
 		}
 		return
 	}
-	if err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile); err != nil {
+	if *serveForwarder != "" {
+		if err := runForwarder(*serveForwarder, *forwardTo); err != nil {
+			fmt.Fprintln(os.Stderr, "overhead:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *profileClients <= 0 {
+		*profileClients = *clients
+	}
+	ok, err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile, *profileClients, *postgres, *gate)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
+		os.Exit(1)
+	}
+	if !ok {
+		fmt.Fprintf(os.Stderr, "overhead: FAIL: Switchboard's throughput is below %.2f of the forwarder's\n", *gate)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile string) error {
+func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile string, profileClients int, postgres bool, gate float64) (bool, error) {
 	dir, err := os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
@@ -64,60 +98,81 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		build := exec.Command("go", "build", "-o", bin, "./cmd/switchboard")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
-			return fmt.Errorf("building: %w", err)
+			return false, fmt.Errorf("building: %w", err)
 		}
-	}
-	// The upstream runs in its own process (this program, re-executed), so
-	// that the direct call and the call through Switchboard both cross
-	// processes, as they do in production; only Switchboard's own hop
-	// differs between them.
-	upAddr := "127.0.0.1:"
-	if p, err := freePort(); err == nil {
-		upAddr += p
-	} else {
-		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return false, err
 	}
-	up := exec.Command(self, "-serve-upstream", upAddr)
-	up.Stderr = os.Stderr
-	if err := up.Start(); err != nil {
-		return err
+	// The upstream and the forwarder run in their own processes (this
+	// program, re-executed), so that every contender crosses processes,
+	// as in production; only the hop in between differs.
+	upAddr, err := rig.LoopbackAddr()
+	if err != nil {
+		return false, err
 	}
-	defer func() { up.Process.Kill(); up.Wait() }()
-	upstream := struct{ URL string }{URL: "http://" + upAddr}
-	if err := waitUp(upstream.URL + "/repos/octo/hello"); err != nil {
-		return err
+	up, err := startSelf(self, "-serve-upstream", upAddr)
+	if err != nil {
+		return false, err
+	}
+	defer stop(up)
+	upstreamURL := "http://" + upAddr
+	if err := waitUp(upstreamURL + "/repos/octo/hello"); err != nil {
+		return false, err
+	}
+	fwdAddr, err := rig.LoopbackAddr()
+	if err != nil {
+		return false, err
+	}
+	fwd, err := startSelf(self, "-serve-forwarder", fwdAddr, "-forward-to", upstreamURL)
+	if err != nil {
+		return false, err
+	}
+	defer stop(fwd)
+	if err := waitUp("http://" + fwdAddr + "/"); err != nil {
+		return false, err
 	}
 
-	port, err := freePort()
+	addr, err := rig.LoopbackAddr()
 	if err != nil {
-		return err
+		return false, err
 	}
-	base := "http://127.0.0.1:" + port
+	base := "http://" + addr
 	const adminToken = "bench-operator-token"
-	args := []string{"serve", "--addr", "127.0.0.1:" + port, "--data-dir", filepath.Join(dir, "data"),
+	args := []string{"serve", "--addr", addr, "--data-dir", filepath.Join(dir, "data"),
 		"--allow-upstream-cidrs", "127.0.0.1/32", "--log-level", "error"}
 	debugAddr := ""
 	if profile != "" {
-		dport, err := freePort()
-		if err != nil {
-			return err
+		if debugAddr, err = rig.LoopbackAddr(); err != nil {
+			return false, err
 		}
-		debugAddr = "127.0.0.1:" + dport
 		args = append(args, "--debug-addr", debugAddr)
 	}
 	srv := exec.Command(bin, args...)
 	srv.Env = append(os.Environ(), "SWITCHBOARD_ADMIN_TOKEN="+adminToken)
+	store := "sqlite (embedded)"
+	if postgres {
+		dbURL, drop, err := rig.FreshPostgres(fmt.Sprintf("switchboard_bench_%d", os.Getpid()))
+		if err != nil {
+			return false, err
+		}
+		defer drop()
+		srv.Env = append(srv.Env, "SWITCHBOARD_DATABASE_URL="+dbURL)
+		store = "postgres"
+		migrate := exec.Command(bin, "migrate", "--data-dir", filepath.Join(dir, "data"))
+		migrate.Env, migrate.Stdout, migrate.Stderr = srv.Env, io.Discard, os.Stderr
+		if err := migrate.Run(); err != nil {
+			return false, fmt.Errorf("migrating the bench database: %w", err)
+		}
+	}
 	srv.Stdout, srv.Stderr = io.Discard, os.Stderr
 	if err := srv.Start(); err != nil {
-		return err
+		return false, err
 	}
 	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
-	if err := waitReady(base); err != nil {
-		return err
+	if err := rig.WaitReady(base, 30*time.Second); err != nil {
+		return false, err
 	}
 
 	admin := func(method, path string, body any) (map[string]any, error) {
@@ -138,66 +193,97 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		return out, nil
 	}
 	if _, err := admin("POST", "/v1/tenants", map[string]any{"slug": "bench", "name": "Bench"}); err != nil {
-		return err
+		return false, err
 	}
 	caller, err := admin("POST", "/v1/tenants/bench/callers", map[string]any{"name": "bench", "kind": "agent-platform"})
 	if err != nil {
-		return err
+		return false, err
 	}
 	token, _ := caller["token"].(string)
 	if _, err := admin("PUT", "/v1/tenants/bench/instances/gh", map[string]any{
 		"connector_id": "github", "auth_mode": "apiKey", "agents": []string{"bench-agent"},
-		"fields": map[string]any{"GITHUB_TOKEN": "bench-upstream-key", "GITHUB_API_URL": upstream.URL},
+		"fields": map[string]any{"GITHUB_TOKEN": "bench-upstream-key", "GITHUB_API_URL": upstreamURL},
 	}); err != nil {
-		return err
+		return false, err
 	}
 
 	mcpURL := base + "/workspaces/bench/webhooks/gh.mcp"
 	callBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"repositories","arguments":{"action":"get","owner":"octo","repo":"hello"}}}`)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
-	direct := func() error {
-		req, _ := http.NewRequest("GET", upstream.URL+"/repos/octo/hello", nil)
-		req.Header.Set("Authorization", "Bearer bench-upstream-key")
-		req.Header.Set("Accept", "application/json")
-		return do(client, req, "")
-	}
-	through := func() error {
-		req, _ := http.NewRequest("POST", mcpURL, bytes.NewReader(callBody))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("X-Agent-Id", "bench-agent")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-		return do(client, req, `"full_name"`)
-	}
-	// Warm up both paths (caches, connections), and check the call works.
-	for i := 0; i < 200; i++ {
-		if err := through(); err != nil {
-			return fmt.Errorf("warm-up tools/call: %w", err)
+	// Every contender gets the same request (the forwarder and the
+	// upstream ignore what they do not need), so that the load generator's
+	// own cost is the same for all three.
+	post := func(url, want string) func() error {
+		return func() error {
+			req, _ := http.NewRequest("POST", url, bytes.NewReader(callBody))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("X-Agent-Id", "bench-agent")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			return do(client, req, want)
 		}
-		if err := direct(); err != nil {
-			return fmt.Errorf("warm-up direct: %w", err)
+	}
+	cs := []*contender{
+		{name: "direct", call: post(upstreamURL+"/repos/octo/hello", `"full_name"`)},
+		{name: "forwarder", call: post("http://"+fwdAddr+"/repos/octo/hello", `"full_name"`), pid: fwd.Process.Pid},
+		{name: "switchboard", call: post(mcpURL, `"full_name"`), pid: srv.Process.Pid},
+	}
+	// Warm up every path (caches, connections), and check the calls work.
+	for i := 0; i < 200; i++ {
+		for _, c := range cs {
+			if err := c.call(); err != nil {
+				return false, fmt.Errorf("warm-up %s: %w", c.name, err)
+			}
 		}
 	}
 
-	var dThr, sThr []float64
-	var dLat, sLat []time.Duration
 	for r := 0; r < rounds; r++ {
-		dThr = append(dThr, throughput(direct, clients, dur))
-		sThr = append(sThr, throughput(through, clients, dur))
-		dLat = append(dLat, latencies(direct, latencyN)...)
-		sLat = append(sLat, latencies(through, latencyN)...)
+		for _, c := range cs {
+			up0, own0 := rig.CPUTime(up.Process.Pid), rig.CPUTime(c.pid)
+			n, rate := throughput(c.call, clients, dur)
+			c.thr = append(c.thr, rate)
+			c.calls += n
+			c.upCPU += rig.CPUTime(up.Process.Pid) - up0
+			if c.pid != 0 {
+				c.ownCPU += rig.CPUTime(c.pid) - own0
+			}
+		}
+		for _, c := range cs {
+			own0 := rig.CPUTime(c.pid)
+			lat := latencies(c.call, latencyN)
+			c.lat = append(c.lat, lat...)
+			c.latCalls += int64(len(lat))
+			if c.pid != 0 {
+				c.latCPU += rig.CPUTime(c.pid) - own0
+			}
+		}
 	}
-	dT, sT := median(dThr), median(sThr)
-	dp50, dp99 := pct(dLat, 0.50), pct(dLat, 0.99)
-	sp50, sp99 := pct(sLat, 0.50), pct(sLat, 0.99)
-	fmt.Printf("rounds=%d duration=%s clients=%d latency_calls=%d cpus=%d\n", rounds, dur, clients, latencyN, runtime.NumCPU())
-	fmt.Printf("throughput direct      %10.0f req/s (median of rounds)\n", dT)
-	fmt.Printf("throughput switchboard %10.0f req/s\n", sT)
-	fmt.Printf("throughput ratio       %10.3f (target >= 0.5)\n", sT/dT)
-	fmt.Printf("latency direct      p50 %8s p99 %8s\n", dp50, dp99)
-	fmt.Printf("latency switchboard p50 %8s p99 %8s\n", sp50, sp99)
-	fmt.Printf("added p50 %s (target <= 50µs), added p99 %s (target <= 250µs)\n", sp50-dp50, sp99-dp99)
+	fmt.Printf("rounds=%d duration=%s clients=%d latency_calls=%d cpus=%d store=%s\n", rounds, dur, clients, latencyN, runtime.NumCPU(), store)
+	fmt.Printf("%-12s %12s %10s %10s %10s %10s %14s %14s\n", "contender", "req/s", "p50", "p99", "added p50", "added p99", "own CPU/call", "upstream CPU/call")
+	d := cs[0]
+	for _, c := range cs {
+		c.summarise(d)
+		own := "-"
+		if c.pid != 0 {
+			own = c.ownPerCall.String()
+		}
+		fmt.Printf("%-12s %12.0f %10s %10s %10s %10s %14s %14s\n", c.name, c.medianThr, c.p50, c.p99, c.p50-d.p50, c.p99-d.p99, own, c.upPerCall)
+	}
+	f, s := cs[1], cs[2]
+	fmt.Printf("throughput forwarder / direct      %6.3f\n", f.medianThr/d.medianThr)
+	fmt.Printf("throughput switchboard / direct    %6.3f\n", s.medianThr/d.medianThr)
+	thrRatio := s.medianThr / f.medianThr
+	goal("throughput switchboard / forwarder", thrRatio, ">=", 0.9)
+	goal("added p50 switchboard / forwarder", ratio(s.p50-d.p50, f.p50-d.p50), "<=", 1.25)
+	goal("added p99 switchboard / forwarder", ratio(s.p99-d.p99, f.p99-d.p99), "<=", 1.5)
+	goal("CPU/call switchboard / upstream", ratio(s.ownPerCall, s.upPerCall), "<=", 1.5)
+	fmt.Printf("CPU/call forwarder / upstream      %6.3f  (what a naive proxy costs, for scale)\n", ratio(f.ownPerCall, f.upPerCall))
+	for _, c := range cs[1:] {
+		if c.latCalls > 0 {
+			fmt.Printf("CPU/call at one client, %-11s %s\n", c.name, (c.latCPU / time.Duration(c.latCalls)).Round(100*time.Nanosecond))
+		}
+	}
 	if profile != "" {
 		secs := int(dur.Seconds()) + 1
 		done := make(chan error, 1)
@@ -214,13 +300,105 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 			}
 			done <- err
 		}()
-		throughput(through, clients, time.Duration(secs)*time.Second)
+		throughput(s.call, profileClients, time.Duration(secs)*time.Second)
 		if err := <-done; err != nil {
-			return fmt.Errorf("server profile: %w", err)
+			return false, fmt.Errorf("server profile: %w", err)
 		}
 		fmt.Printf("server CPU profile written to %s (go tool pprof -top %s %s)\n", profile, bin, profile)
 	}
-	return nil
+	if gate > 0 {
+		mark := "PASS"
+		if thrRatio < gate {
+			mark = "FAIL"
+		}
+		fmt.Printf("gate: throughput switchboard / forwarder %.3f, must be >= %.2f: %s\n", thrRatio, gate, mark)
+	}
+	return gate <= 0 || thrRatio >= gate, nil
+}
+
+// contender is one way of making the call, and what was measured of it.
+type contender struct {
+	name string
+	call func() error
+	// pid is the process between the client and the upstream (0 for
+	// direct), whose CPU is measured.
+	pid int
+
+	thr           []float64
+	lat           []time.Duration
+	calls         int64
+	ownCPU, upCPU time.Duration
+	// latCalls and latCPU are the one-client rounds' calls and the
+	// process's CPU meanwhile.
+	latCalls int64
+	latCPU   time.Duration
+
+	medianThr             float64
+	p50, p99              time.Duration
+	ownPerCall, upPerCall time.Duration
+}
+
+func (c *contender) summarise(direct *contender) {
+	c.medianThr = median(c.thr)
+	c.p50, c.p99 = pct(c.lat, 0.50), pct(c.lat, 0.99)
+	if c.calls > 0 {
+		c.ownPerCall = (c.ownCPU / time.Duration(c.calls)).Round(100 * time.Nanosecond)
+		c.upPerCall = (c.upCPU / time.Duration(c.calls)).Round(100 * time.Nanosecond)
+	}
+}
+
+// goal prints a ratio, its goal and a pass/fail mark.
+func goal(what string, v float64, op string, want float64) {
+	ok := (op == ">=" && v >= want) || (op == "<=" && v <= want)
+	mark := "FAIL"
+	if ok {
+		mark = "pass"
+	}
+	fmt.Printf("%-34s %6.3f  goal %s %.2f  %s\n", what, v, op, want, mark)
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b <= 0 {
+		return math.Inf(1)
+	}
+	return float64(a) / float64(b)
+}
+
+// runForwarder is the naive forwarder: echo, one shared http.Client, the
+// request's path sent to the upstream as a GET with its Authorization,
+// the answer copied back.
+func runForwarder(addr, upstream string) error {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Any("/*", func(c echo.Context) error {
+		r := c.Request()
+		io.Copy(io.Discard, r.Body)
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, upstream+r.URL.Path, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", r.Header.Get("Authorization"))
+		req.Header.Set("Accept", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return c.String(http.StatusBadGateway, err.Error())
+		}
+		defer resp.Body.Close()
+		return c.Stream(resp.StatusCode, resp.Header.Get("Content-Type"), resp.Body)
+	})
+	return e.Start(addr)
+}
+
+func startSelf(self string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	return cmd, cmd.Start()
+}
+
+func stop(cmd *exec.Cmd) {
+	cmd.Process.Kill()
+	cmd.Wait()
 }
 
 // noop is the upstream: a fixed small JSON document.
@@ -231,7 +409,7 @@ var noop = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 
 func waitUp(url string) error {
 	for i := 0; i < 300; i++ {
-		if resp, err := http.Get(url); err == nil {
+		if resp, err := http.Post(url, "application/json", nil); err == nil {
 			resp.Body.Close()
 			return nil
 		}
@@ -259,7 +437,9 @@ func do(c *http.Client, req *http.Request, want string) error {
 	return nil
 }
 
-func throughput(call func() error, clients int, dur time.Duration) float64 {
+// throughput runs clients concurrent loops of call for dur and returns
+// the calls made and their rate.
+func throughput(call func() error, clients int, dur time.Duration) (int64, float64) {
 	var n, fails atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
@@ -282,7 +462,7 @@ func throughput(call func() error, clients int, dur time.Duration) float64 {
 	if f := fails.Load(); f > 0 {
 		fmt.Fprintf(os.Stderr, "warning: %d failed calls in a throughput round\n", f)
 	}
-	return float64(n.Load()) / time.Since(start).Seconds()
+	return n.Load(), float64(n.Load()) / time.Since(start).Seconds()
 }
 
 func latencies(call func() error, n int) []time.Duration {
@@ -310,29 +490,4 @@ func pct(ds []time.Duration, p float64) time.Duration {
 		return 0
 	}
 	return s[int(float64(len(s)-1)*p)].Round(time.Microsecond)
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port, nil
-}
-
-func waitReady(base string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("server at %s not ready after 30s", base)
 }

@@ -44,6 +44,9 @@ type auditRig struct {
 	// answered counts the calls an agent got a success for.
 	answered atomic.Int64
 	next     atomic.Int64
+	// sqliteDir, when set, is the one data directory of the embedded
+	// store (the store lives in it); else the rig runs on Postgres.
+	sqliteDir string
 }
 
 var (
@@ -74,16 +77,25 @@ func switchboardBinary(t *testing.T) string {
 
 var repoPath = regexp.MustCompile(`^/repos/o/r(\d+)$`)
 
-func newAuditRig(t *testing.T) *auditRig {
+func newAuditRig(t *testing.T) *auditRig { return newAuditRigOn(t, "") }
+
+// newAuditRigOn is newAuditRig on the embedded SQLite store in sqliteDir,
+// or on a private Postgres cluster when sqliteDir is empty.
+func newAuditRigOn(t *testing.T, sqliteDir string) *auditRig {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary and starts server processes and a Postgres cluster")
 	}
-	r := &auditRig{pg: dbtest.StartPostgres(t), bin: switchboardBinary(t), hit: map[int]bool{}}
+	r := &auditRig{bin: switchboardBinary(t), hit: map[int]bool{}, sqliteDir: sqliteDir}
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
-	r.env = append(os.Environ(), "SWITCHBOARD_MASTER_KEY="+key, "SWITCHBOARD_ADMIN_TOKEN="+operatorToken,
-		"SWITCHBOARD_DATABASE_URL="+r.pg.URL())
+	r.env = append(os.Environ(), "SWITCHBOARD_MASTER_KEY="+key, "SWITCHBOARD_ADMIN_TOKEN="+operatorToken)
 	migrate := exec.Command(r.bin, "migrate")
+	if sqliteDir == "" {
+		r.pg = dbtest.StartPostgres(t)
+		r.env = append(r.env, "SWITCHBOARD_DATABASE_URL="+r.pg.URL())
+	} else {
+		migrate.Args = append(migrate.Args, "--data-dir", sqliteDir)
+	}
 	migrate.Env = r.env
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
@@ -105,7 +117,11 @@ func newAuditRig(t *testing.T) *auditRig {
 	}))
 	t.Cleanup(up.Close)
 	r.common = []string{"--allow-upstream-cidrs", "127.0.0.1/32"}
-	a := r.start(t, t.TempDir())
+	setupDir := sqliteDir
+	if setupDir == "" {
+		setupDir = t.TempDir()
+	}
+	a := r.start(t, setupDir)
 	admin := func(method, path, body string) map[string]any {
 		req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+operatorToken)

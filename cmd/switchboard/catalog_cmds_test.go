@@ -64,7 +64,7 @@ func TestCatalogCommands(t *testing.T) {
 		t.Fatalf("sign: %v", err)
 	}
 	out, _, err := runCmd(t, "connector", "verify", "--keys", pub, dir)
-	if err != nil || !strings.Contains(out, "signature: verified") || !strings.Contains(out, "2 connectors loaded, 0 problems") {
+	if err != nil || !strings.Contains(out, "signature: verified") || !strings.Contains(out, "4 connectors loaded, 0 problems") {
 		t.Fatalf("verify signed: %v\n%s", err, out)
 	}
 
@@ -81,7 +81,7 @@ func TestCatalogCommands(t *testing.T) {
 	b[10] ^= 1
 	os.WriteFile(p, b, 0o644)
 	out, _, err = runCmd(t, "connector", "verify", dir)
-	if err == nil || !strings.Contains(out, `"slack"`) || !strings.Contains(out, `"guide.md"`) || !strings.Contains(out, "1 connectors loaded, 1 problems") {
+	if err == nil || !strings.Contains(out, `"slack"`) || !strings.Contains(out, `"guide.md"`) || !strings.Contains(out, "3 connectors loaded, 1 problems") {
 		t.Fatalf("verify tampered: %v\n%s", err, out)
 	}
 
@@ -176,7 +176,7 @@ func TestCatalogConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat, remote, err := server.LoadCatalog(context.Background(), keyed.serverConfig(nil, nil))
-	if err != nil || remote != nil || !cat.Signed() || len(cat.List()) != 2 {
+	if err != nil || remote != nil || !cat.Signed() || len(cat.List()) != 4 {
 		t.Fatalf("signed directory: %v", err)
 	}
 }

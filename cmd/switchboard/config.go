@@ -53,6 +53,23 @@ type config struct {
 	CallerJWTKeys     string `json:"caller_jwt_keys"`
 	// CallerJWTMaxLifetime is the longest lifetime a caller JWT may have.
 	CallerJWTMaxLifetime time.Duration `json:"caller_jwt_max_lifetime"`
+	// CacheBudgetMB and CacheTTL bound the call path's caches.
+	CacheBudgetMB int           `json:"cache_budget_mb"`
+	CacheTTL      time.Duration `json:"cache_ttl"`
+	// The local MCP servers of mcp_local instances: counts, timeouts and
+	// rlimits (mcplocal.Config).
+	LocalPerTenant   int           `json:"local_per_tenant"`
+	LocalTotal       int           `json:"local_total"`
+	LocalIdleTimeout time.Duration `json:"local_idle_timeout"`
+	LocalCallTimeout time.Duration `json:"local_call_timeout"`
+	LocalCPU         time.Duration `json:"local_cpu"`
+	LocalMemoryMB    int           `json:"local_memory_mb"`
+	// AuthFailuresPerMinute and TrustedProxies limit failed
+	// authentications per source.
+	AuthFailuresPerMinute int      `json:"auth_failures_per_minute"`
+	TrustedProxies        []string `json:"trusted_proxies"`
+	// AuditRetentionDays is how long audit rows are kept.
+	AuditRetentionDays int `json:"audit_retention_days"`
 
 	// MCPAllowedOrigins are the browser origins allowed to call MCP
 	// endpoints (besides PublicURL's); another present Origin gets 403.
@@ -72,8 +89,12 @@ type config struct {
 	OIDCClientID      string         `json:"oidc_client_id"`
 	OIDCClientSecret  secrets.Secret `json:"oidc_client_secret"`
 	OIDCTenantDomains []string       `json:"oidc_tenant_domains"`
+	// oidcSecrets are the client secrets of named issuers, from
+	// SWITCHBOARD_OIDC_CLIENT_SECRET_<NAME>.
+	oidcSecrets map[string]secrets.Secret
 
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	ShutdownDelay   time.Duration `json:"shutdown_delay"`
 	// AuditSpoolDir keeps the audit rows the store did not take (default
 	// <data dir>/audit-spool); AuditMemoryRows and AuditSpoolRows bound
 	// the backlog in memory and on disk; AuditAtFull (refuse or
@@ -82,8 +103,14 @@ type config struct {
 	AuditMemoryRows int    `json:"audit_memory_rows"`
 	AuditSpoolRows  int    `json:"audit_spool_rows"`
 	AuditAtFull     string `json:"audit_at_full"`
+	// AuditJournalSync is how often the audit journal is fsync'd (0:
+	// only when a segment is rotated and at shutdown).
+	AuditJournalSync time.Duration `json:"audit_journal_sync"`
 	// DebugAddr, when set, serves the Go profiler there (loopback only).
 	DebugAddr string `json:"debug_addr"`
+	// MetricsAddr, when set, serves /metrics there without
+	// authentication.
+	MetricsAddr string `json:"metrics_addr"`
 
 	// cmd is the command the configuration was read for; it selects the
 	// settings that are validated and printed.
@@ -170,6 +197,7 @@ func parseCommand(name string, args []string, getenv func(string) string, stderr
 	if err := fill(c); err != nil {
 		return nil, nil, err
 	}
+	c.readOIDCSecrets(getenv)
 	return c, fs.Args(), c.validate()
 }
 
@@ -216,10 +244,32 @@ func (c *config) validate() error {
 	if c.cmd&cmdKeyed != 0 && c.Env == envProduction && c.MasterKey.IsZero() && c.MasterKeyFile == "" {
 		errs = append(errs, errors.New("production mode needs a master key: set SWITCHBOARD_MASTER_KEY (base64 of 32 random bytes) or --master-key-file"))
 	}
+	if c.cmd&(cmdServe|cmdAdmin) != 0 {
+		// serve builds OAuth redirect URIs on it; admin invite and
+		// login-link build the links they print.
+		errs = append(errs, c.validatePublicURL()...)
+	}
 	if c.cmd == cmdServe {
 		errs = append(errs, c.validateServe()...)
 	}
 	return errors.Join(errs...)
+}
+
+// validatePublicURL defaults the public URL to http://<addr> and checks
+// it.
+func (c *config) validatePublicURL() []error {
+	var errs []error
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Addr
+		if strings.HasPrefix(c.Addr, ":") {
+			c.PublicURL = "http://localhost" + c.Addr
+		}
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
+		errs = append(errs, fmt.Errorf("--public-url %q must be an absolute http(s) URL without query or credentials", c.PublicURL))
+	}
+	return errs
 }
 
 // validateServe checks the settings only serve reads.
@@ -233,21 +283,8 @@ func (c *config) validateServe() []error {
 	if (len(c.MCPAuthServers) > 0) != (c.MCPJWKSURL != "") {
 		errs = append(errs, errors.New("MCP authorization needs both --mcp-authorization-servers and --mcp-jwks-url"))
 	}
-	if c.PublicURL == "" {
-		c.PublicURL = "http://" + c.Addr
-		if strings.HasPrefix(c.Addr, ":") {
-			c.PublicURL = "http://localhost" + c.Addr
-		}
-	}
-	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
-	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
-		errs = append(errs, fmt.Errorf("--public-url %q must be an absolute http(s) URL without query or credentials", c.PublicURL))
-	}
-	if (c.OIDCIssuer != "") != (c.OIDCClientID != "") {
-		errs = append(errs, errors.New("OpenID Connect sign-in needs both --oidc-issuer and --oidc-client-id"))
-	}
-	if u, err := url.Parse(c.OIDCIssuer); c.OIDCIssuer != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
-		errs = append(errs, fmt.Errorf("--oidc-issuer %q must be an absolute URL", c.OIDCIssuer))
+	if _, err := c.oidcIssuers(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := c.oidcDomains(); err != nil {
 		errs = append(errs, err)
@@ -276,14 +313,32 @@ func (c *config) validateServe() []error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
+	if c.ShutdownDelay < 0 {
+		errs = append(errs, errors.New("--shutdown-delay must not be negative"))
+	}
 	if c.AuditSpoolDir == "" {
 		c.AuditSpoolDir = filepath.Join(c.DataDir, "audit-spool")
 	}
 	if c.AuditMemoryRows <= 0 || c.AuditSpoolRows <= 0 {
 		errs = append(errs, errors.New("--audit-memory-rows and --audit-spool-rows must be positive"))
 	}
+	if c.AuditJournalSync < 0 {
+		errs = append(errs, errors.New("--audit-journal-sync must not be negative"))
+	}
 	if _, err := audit.ParseAtFull(c.AuditAtFull); err != nil {
 		errs = append(errs, fmt.Errorf("--audit-at-full: %w", err))
+	}
+	if c.AuditRetentionDays <= 0 {
+		errs = append(errs, errors.New("--audit-retention-days must be positive"))
+	}
+	if c.AuthFailuresPerMinute < 0 {
+		errs = append(errs, errors.New("--auth-failures-per-minute must not be negative (0 turns the limit off)"))
+	}
+	if c.LocalPerTenant <= 0 || c.LocalTotal <= 0 || c.LocalIdleTimeout <= 0 || c.LocalCallTimeout <= 0 || c.LocalCPU <= 0 || c.LocalMemoryMB <= 0 {
+		errs = append(errs, errors.New("--local-per-tenant, --local-total, --local-idle-timeout, --local-call-timeout, --local-cpu and --local-memory-mb must be positive"))
+	}
+	if c.CacheBudgetMB <= 0 || c.CacheTTL <= 0 {
+		errs = append(errs, errors.New("--cache-budget-mb and --cache-ttl must be positive"))
 	}
 	if c.CallerJWTMaxLifetime <= 0 {
 		errs = append(errs, errors.New("--caller-jwt-max-lifetime must be positive"))

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -24,6 +26,11 @@ subcommands:
   lint [--json] DIR
             check a connector package (its id must equal the folder name);
             exits non-zero on errors
+  fidelity --spec FILE [--sample N] [--seed S] [--mcp]
+            call every operation of a description with synthesised
+            arguments against an in-process validating mock (loopback
+            only) and print per-operation results and a summary; --mcp
+            calls through MCP tools/call to a server built in process
 `
 
 // errLintFailed reports that lint or generate found errors; they have
@@ -42,6 +49,8 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return connectorGenerate(ctx, rest, stdout, stderr)
 	case "lint":
 		return connectorLint(ctx, rest, stdout, stderr)
+	case "fidelity":
+		return connectorFidelity(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, connectorUsage+catalogUsage)
 		return nil
@@ -54,7 +63,8 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 }
 
-// connectorGenerate writes the package, then lints what it wrote.
+// connectorGenerate lints the package, then writes it when lint finds no
+// error.
 func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("connector generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -62,6 +72,7 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 	mapping := fs.String("mapping", "", "an entity mapping file (optional; default grouping otherwise)")
 	id := fs.String("id", "", "the connector id; it must equal the --out folder's name (default: that name)")
 	out := fs.String("out", "", "the directory to write the package to")
+	desc := fs.String("description", "", "the connector's description (default: the description's info.description, or one derived from its title and tools)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,9 +96,27 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 	if *id == "" && switchboard.ValidSlug(folder) && folder[0] >= 'a' && folder[0] <= 'z' {
 		*id = folder
 	}
-	pkg, err := openapi.Generate(specBytes, mapBytes, openapi.GenerateOptions{ID: *id, SpecName: filepath.Base(*spec)})
+	specName := filepath.Base(*spec)
+	pkg, err := openapi.Generate(specBytes, mapBytes, openapi.GenerateOptions{ID: *id, SpecName: specName, Description: *desc})
+	if switchboard.CodeOf(err) == "external_reference" {
+		// A description split over files: bundle the local ones (never a
+		// URL, never outside the description's directory) into the one
+		// file the package stores.
+		if specBytes, err = openapi.Bundle(*spec); err != nil {
+			return fmt.Errorf("connector generate: %w", err)
+		}
+		sum := sha256.Sum256(specBytes)
+		fmt.Fprintf(stdout, "bundled %s and the files it refers to into one description (%d bytes, sha256 %s)\n", *spec, len(specBytes), hex.EncodeToString(sum[:]))
+		pkg, err = openapi.Generate(specBytes, mapBytes, openapi.GenerateOptions{ID: *id, SpecName: "openapi.json", Description: *desc})
+	}
 	if err != nil {
 		return fmt.Errorf("connector generate: %w", err)
+	}
+	// Never write a package its own lint (and so serve) rejects.
+	findings := pkg.LintIn(folder)
+	if slices.ContainsFunc(findings, func(f openapi.Finding) bool { return f.Severity == openapi.SeverityError }) {
+		fmt.Fprintf(stderr, "connector generate: nothing written to %s: the package would not lint clean\n", *out)
+		return printFindings(findings, false, stdout, stderr)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("connector generate: %w", err)
@@ -107,8 +136,8 @@ func connectorGenerate(_ context.Context, args []string, stdout, stderr io.Write
 	for _, e := range api.Entities {
 		ops += len(e.Actions)
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d tools, %d actions, tools/list %d bytes\n", *out, len(api.Entities), ops, api.ToolsListSize())
-	return printFindings(pkg.LintIn(folder), false, stdout, stderr)
+	fmt.Fprintf(stdout, "wrote %s: %d tools, %d actions, tools/list at most %d bytes as a client receives it\n", *out, len(api.Entities), ops, openapi.ToolsListBound(api))
+	return printFindings(findings, false, stdout, stderr)
 }
 
 // connectorLint lints a package directory.

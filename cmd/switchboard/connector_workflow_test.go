@@ -50,23 +50,8 @@ var catSubst = regexp.MustCompile(`"\$\(cat ([^)\s]+)\)"`)
 // block, each as its argument list after "switchboard".
 func readmeConnectorCommands(t *testing.T) [][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(b)
-	i := strings.Index(readme, "## Connectors\n")
-	if i < 0 {
-		t.Fatal("README.md has no Connectors section")
-	}
-	block := readme[i:]
-	start := strings.Index(block, "```sh\n")
-	end := strings.Index(block[start+6:], "```")
-	if start < 0 || end < 0 {
-		t.Fatal("the Connectors section has no sh block")
-	}
 	var cmds [][]string
-	for _, line := range strings.Split(block[start+6:start+6+end], "\n") {
+	for _, line := range strings.Split(readmeShBlock(t, "Connectors"), "\n") {
 		line, _, _ = strings.Cut(line, "#")
 		if line = strings.TrimSpace(line); line == "" {
 			continue
@@ -169,6 +154,16 @@ func TestConnectorIDFolderMismatch(t *testing.T) {
 	err := run(context.Background(), []string{"connector", "generate", "--spec", spec, "--id", "acme", "--out", filepath.Join(cat, "vendor")}, envMap(nil), &out, io.Discard)
 	if err == nil || !strings.Contains(out.String(), "does not equal the folder") {
 		t.Fatalf("generate --id acme --out .../vendor = %v:\n%s", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(cat, "vendor", "connector.json")); err == nil {
+		t.Fatal("generate wrote a package its lint rejects")
+	}
+	// A package moved to another folder after generate.
+	if err := run(context.Background(), []string{"connector", "generate", "--spec", spec, "--out", filepath.Join(cat, "acme")}, envMap(nil), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(cat, "acme"), filepath.Join(cat, "vendor")); err != nil {
+		t.Fatal(err)
 	}
 	out.Reset()
 	err = run(context.Background(), []string{"connector", "lint", filepath.Join(cat, "vendor")}, envMap(nil), &out, io.Discard)

@@ -41,3 +41,22 @@ func startDebug(addr string, logger *slog.Logger) (stop func(), err error) {
 		srv.Shutdown(ctx)
 	}, nil
 }
+
+// startMetrics serves /metrics on addr without authentication (the main
+// listener's /metrics needs an operator token), until stop.
+func startMetrics(addr string, h http.Handler, logger *slog.Logger) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on --metrics-addr: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	logger.Info("metrics listening", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}, nil
+}

@@ -401,10 +401,15 @@ func endToEnd(t *testing.T, databaseURL string) {
 	}
 
 	// The audit log has the calls, with actor and outcome, and no secret.
-	// Rows are written in batches in the background: wait for them.
+	// Rows are written in batches in the background: wait for the calls'
+	// rows (the tenant's creation row may be there before them).
 	var auditRows map[string]any
 	var rows []any
-	for deadline := time.Now().Add(5 * time.Second); len(rows) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	hasCalls := func() bool {
+		raw := fmt.Sprint(auditRows)
+		return len(rows) > 0 && strings.Contains(raw, "repositories") && strings.Contains(raw, "triage-bot")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !hasCalls() && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		auditRows = s.adminCall(t, "GET", "/v1/tenants/acme/audit", "", 200)
 		rows, _ = auditRows["entries"].([]any)
 	}

@@ -5,6 +5,7 @@
 //	switchboard connector   generate, lint, index, hash, sign and verify connector packages
 //	switchboard admin token create, list and revoke operator tokens on the store
 //	switchboard admin invite, login-link: one-time sign-in links for a tenant's people
+//	switchboard audit       export a tenant's audit rows (NDJSON); apply retention now
 //	switchboard keys        re-seal stored secrets under the current master key
 //
 // Every flag has an environment equivalent; run a command with -h for them.
@@ -48,6 +49,7 @@ commands:
   admin token create, list or revoke operator tokens directly on the store (recovery)
   admin invite, admin login-link
               mint a one-time invitation or sign-in link for a tenant's people
+  audit       export a tenant's audit rows as NDJSON, or apply retention now
   keys        rotate: re-seal every stored secret under the current master key;
               check: report rows still sealed under a previous key
 
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runConnector(ctx, rest, stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, rest, getenv, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, rest, getenv, stdout, stderr)
 	case "keys":
 		return runKeys(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":

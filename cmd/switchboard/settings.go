@@ -24,7 +24,7 @@ type command uint8
 const (
 	cmdServe   command = 1 << iota
 	cmdMigrate         // switchboard migrate
-	cmdAdmin           // switchboard admin token ...
+	cmdAdmin           // switchboard admin token ..., switchboard audit ...
 	cmdKeys            // switchboard keys rotate|check
 
 	cmdAll   = cmdServe | cmdMigrate | cmdAdmin | cmdKeys
@@ -37,7 +37,7 @@ func commandOf(name string) command {
 	switch first {
 	case "migrate":
 		return cmdMigrate
-	case "admin":
+	case "admin", "audit":
 		return cmdAdmin
 	case "keys":
 		return cmdKeys
@@ -74,7 +74,7 @@ var settings = []setting{
 	{flag: "addr", env: "SWITCHBOARD_ADDR", def: "127.0.0.1:8080", cmds: cmdServe | cmdAdmin,
 		help: "listen address (host:port)", field: func(c *config) any { return &c.Addr }},
 	{flag: "data-dir", env: "SWITCHBOARD_DATA_DIR", def: "./data", cmds: cmdAll,
-		help: "directory of the embedded store, its key file and the verify scratch space", field: func(c *config) any { return &c.DataDir }},
+		help: "directory of the embedded store, its key file, the verify scratch space and the compiled connector cache", field: func(c *config) any { return &c.DataDir }},
 	{env: "SWITCHBOARD_DATABASE_URL", defDoc: "the embedded SQLite store", secret: true, cmds: cmdAll,
 		help: "PostgreSQL URL (may hold a password)", field: func(c *config) any { return &c.DatabaseURL }},
 	{flag: "env", env: "SWITCHBOARD_ENV", def: envDevelopment, cmds: cmdAll,
@@ -128,25 +128,55 @@ var settings = []setting{
 	{flag: "mcp-scopes", env: "SWITCHBOARD_MCP_SCOPES", defDoc: "none", cmds: cmdServe,
 		help: "comma-separated scopes MCP access tokens must grant", field: func(c *config) any { return &c.MCPScopes }},
 	{flag: "oidc-issuer", env: "SWITCHBOARD_OIDC_ISSUER", defDoc: "off (sign-in links only)", cmds: cmdServe,
-		help: "OpenID Connect issuer URL people sign in with (register <public-url>/signin/oidc/callback there)", field: func(c *config) any { return &c.OIDCIssuer }},
+		help:  "OpenID Connect issuer URL people sign in with (register <public-url>/signin/oidc/callback there); several issuers as comma-separated name=URL pairs, each with its own callback <public-url>/signin/oidc/callback/<name> and a \"Sign in with <name>\" button",
+		field: func(c *config) any { return &c.OIDCIssuer }},
 	{flag: "oidc-client-id", env: "SWITCHBOARD_OIDC_CLIENT_ID", defDoc: "none", cmds: cmdServe,
-		help: "client id of Switchboard at the OpenID Connect issuer", field: func(c *config) any { return &c.OIDCClientID }},
+		help: "client id of Switchboard at the OpenID Connect issuer; with several issuers, comma-separated name=id pairs, one per issuer", field: func(c *config) any { return &c.OIDCClientID }},
 	{env: "SWITCHBOARD_OIDC_CLIENT_SECRET", defDoc: "none", secret: true, cmds: cmdServe,
-		help: "client secret of Switchboard at the OpenID Connect issuer", field: func(c *config) any { return &c.OIDCClientSecret }},
+		help:  "client secret of Switchboard at the OpenID Connect issuer; with several issuers, SWITCHBOARD_OIDC_CLIENT_SECRET_<NAME> for each (the name upper-cased, - as _)",
+		field: func(c *config) any { return &c.OIDCClientSecret }, show: oidcSecretsShown},
 	{flag: "oidc-tenant-domains", env: "SWITCHBOARD_OIDC_TENANT_DOMAINS", defDoc: "none: every tenant is invitation only", cmds: cmdServe,
 		help: "comma-separated tenant=domain pairs: verified emails of the domain join the tenant as members by signing in", field: func(c *config) any { return &c.OIDCTenantDomains }},
+	{flag: "cache-budget-mb", env: "SWITCHBOARD_CACHE_BUDGET_MB", def: "256", cmds: cmdServe,
+		help: "memory in MiB the call path's caches may hold (resolved instances with their decrypted fields: 3/4; callers: 1/4); the least recently used go first", field: func(c *config) any { return &c.CacheBudgetMB }},
+	{flag: "cache-ttl", env: "SWITCHBOARD_CACHE_TTL", def: "10m", cmds: cmdServe,
+		help: "how long a cached instance or caller is kept, used or not", field: func(c *config) any { return &c.CacheTTL }},
+	{flag: "local-per-tenant", env: "SWITCHBOARD_LOCAL_PER_TENANT", def: "64", cmds: cmdServe,
+		help: "most local MCP server processes (mcp_local instances) running for one tenant; at the bound the least recently used idle one stops, else calls get local_capacity", field: func(c *config) any { return &c.LocalPerTenant }},
+	{flag: "local-total", env: "SWITCHBOARD_LOCAL_TOTAL", def: "256", cmds: cmdServe,
+		help: "most local MCP server processes running in all", field: func(c *config) any { return &c.LocalTotal }},
+	{flag: "local-idle-timeout", env: "SWITCHBOARD_LOCAL_IDLE_TIMEOUT", def: "5m", cmds: cmdServe,
+		help: "a local MCP server unused this long stops", field: func(c *config) any { return &c.LocalIdleTimeout }},
+	{flag: "local-call-timeout", env: "SWITCHBOARD_LOCAL_CALL_TIMEOUT", def: "60s", cmds: cmdServe,
+		help: "a local MCP server that does not answer a call this long is killed with its process group", field: func(c *config) any { return &c.LocalCallTimeout }},
+	{flag: "local-cpu", env: "SWITCHBOARD_LOCAL_CPU", def: "10m", cmds: cmdServe,
+		help: "CPU time a local MCP server process may use (RLIMIT_CPU)", field: func(c *config) any { return &c.LocalCPU }},
+	{flag: "local-memory-mb", env: "SWITCHBOARD_LOCAL_MEMORY_MB", def: "1024", cmds: cmdServe,
+		help: "data memory in MiB a local MCP server process may use (RLIMIT_DATA)", field: func(c *config) any { return &c.LocalMemoryMB }},
+	{flag: "auth-failures-per-minute", env: "SWITCHBOARD_AUTH_FAILURES_PER_MINUTE", def: "10", cmds: cmdServe,
+		help: "failed caller authentications a minute one source may have before its unknown credentials are refused (rate_limited) without a database lookup; callers already cached still get in; 0 turns the limit off", field: func(c *config) any { return &c.AuthFailuresPerMinute }},
+	{flag: "trusted-proxies", env: "SWITCHBOARD_TRUSTED_PROXIES", defDoc: "none: the source is the remote address", cmds: cmdServe,
+		help: "comma-separated addresses or CIDR ranges of the proxies in front of the server; from them X-Forwarded-For names the source of a failed authentication (list them, or every client behind a proxy shares its address)", field: func(c *config) any { return &c.TrustedProxies }},
+	{flag: "shutdown-delay", env: "SWITCHBOARD_SHUTDOWN_DELAY", def: "0s", cmds: cmdServe,
+		help: "on SIGTERM, how long /readyz answers 503 (shutting_down) while requests are still served, before the listener closes: time for a load balancer to stop sending (a little over its health-check period)", field: func(c *config) any { return &c.ShutdownDelay }},
 	{flag: "shutdown-timeout", env: "SWITCHBOARD_SHUTDOWN_TIMEOUT", def: "15s", cmds: cmdServe,
 		help: "how long to drain requests on shutdown", field: func(c *config) any { return &c.ShutdownTimeout }},
 	{flag: "audit-spool-dir", env: "SWITCHBOARD_AUDIT_SPOOL_DIR", defDoc: "<data dir>/audit-spool", cmds: cmdServe,
-		help: "directory keeping the audit rows the store did not take yet (fsync'd; written to the store when it is back, also after a restart)", field: func(c *config) any { return &c.AuditSpoolDir }},
+		help: "directory keeping the audit journal (every row, until the store has it) and the spool (rows the store did not take yet, fsync'd; written to the store when it is back, also after a restart or a crash)", field: func(c *config) any { return &c.AuditSpoolDir }},
+	{flag: "audit-journal-sync", env: "SWITCHBOARD_AUDIT_JOURNAL_SYNC", def: "200ms", cmds: cmdServe,
+		help: "how often the audit journal (in the spool directory; every row is written there before its call is answered) is fsync'd: a process crash loses no row, a power loss or kernel crash the rows since the last fsync (0: only when a journal file is rotated and at shutdown)", field: func(c *config) any { return &c.AuditJournalSync }},
 	{flag: "audit-memory-rows", env: "SWITCHBOARD_AUDIT_MEMORY_ROWS", def: "8192", cmds: cmdServe,
 		help: "audit rows held in memory while the store fails, before they go to the spool", field: func(c *config) any { return &c.AuditMemoryRows }},
 	{flag: "audit-spool-rows", env: "SWITCHBOARD_AUDIT_SPOOL_ROWS", def: "1000000", cmds: cmdServe,
 		help: "most audit rows the spool holds", field: func(c *config) any { return &c.AuditSpoolRows }},
 	{flag: "audit-at-full", env: "SWITCHBOARD_AUDIT_AT_FULL", def: "refuse", cmds: cmdServe,
 		help: "when memory and spool are full: refuse (new calls get audit_unavailable before reaching the upstream) or drop-oldest (the oldest spooled rows are dropped, logged and counted)", field: func(c *config) any { return &c.AuditAtFull }},
+	{flag: "audit-retention-days", env: "SWITCHBOARD_AUDIT_RETENTION_DAYS", def: "400", cmds: cmdServe | cmdAdmin,
+		help: "days audit rows are kept (a tenant's owner may choose fewer); older rows are deleted hourly, on PostgreSQL by dropping whole months (so a row stays up to a month longer), on SQLite in small batches; export them first with GET /v1/tenants/{tenant}/audit/export or switchboard audit export", field: func(c *config) any { return &c.AuditRetentionDays }},
 	{flag: "debug-addr", env: "SWITCHBOARD_DEBUG_ADDR", defDoc: "off", cmds: cmdServe,
 		help: "loopback host:port serving the Go profiler (net/http/pprof)", field: func(c *config) any { return &c.DebugAddr }},
+	{flag: "metrics-addr", env: "SWITCHBOARD_METRICS_ADDR", defDoc: "off: /metrics on the main listener, with an operator token", cmds: cmdServe,
+		help: "host:port serving /metrics (Prometheus) without authentication, for a scraper on a private network; the main listener's /metrics always needs an operator token", field: func(c *config) any { return &c.MetricsAddr }},
 }
 
 // key is the setting's name in the start-up printout.

@@ -1,0 +1,173 @@
+// Package rig is what the bench programs (bench/overhead, bench/startup,
+// bench/scale) stand on: the server binary, a free loopback address,
+// waiting for a server's /readyz, an empty PostgreSQL database, the
+// tenants service of the built-in catalog on a store, and what a process
+// costs, read from /proc (Linux): its CPU time and resident memory, and
+// the machine's load.
+package rig
+
+import (
+	"bytes"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/switchboardhq/switchboard/catalog"
+	"github.com/switchboardhq/switchboard/database"
+	"github.com/switchboardhq/switchboard/openapi"
+	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/tenants"
+)
+
+// ServerBinary returns bin, or, when it is empty, a switchboard binary
+// built from this tree into dir.
+func ServerBinary(bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	bin = filepath.Join(dir, "switchboard")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/switchboard")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building: %w", err)
+	}
+	return bin, nil
+}
+
+// BuiltinService returns the tenants service of the built-in catalog on
+// db, sealing with ring, for the programs that install or load instances
+// themselves.
+func BuiltinService(db *database.DB, ring *secrets.Keyring) (*tenants.Service, *registry.Catalog, error) {
+	store := tenants.NewStore(db, secrets.NewStore(db, ring))
+	cat, err := registry.LoadCatalogWith(catalog.FS(), openapi.Compile, registry.LoadOptions{Compiled: &registry.Compiled{}})
+	if err != nil {
+		return nil, nil, err
+	}
+	return tenants.NewService(store, cat), cat, nil
+}
+
+// LoopbackAddr returns a free 127.0.0.1 address.
+func LoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// WaitReady polls base's /readyz until it answers 200, for at most limit.
+func WaitReady(base string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("server at %s not ready after %s", base, limit)
+}
+
+// FreshPostgres creates an empty database named name on the test server
+// ($SWITCHBOARD_TEST_DATABASE_URL, else the local trust-auth server) and
+// returns its URL and the function that drops it.
+func FreshPostgres(name string) (string, func(), error) {
+	adminURL := os.Getenv("SWITCHBOARD_TEST_DATABASE_URL")
+	if adminURL == "" {
+		adminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", adminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("creating the bench database: %w", err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		db.Close()
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	return u.String(), func() {
+		db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
+		db.Close()
+	}, nil
+}
+
+// CPUTime is the user+system CPU time process pid has used so far; 0 when
+// unknown. On a loaded machine it is the figure that does not depend on
+// what else runs.
+func CPUTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces) in ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	// Clock ticks: 100 per second on every Linux Go supports.
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// Memory returns process pid's resident set and its peak, in KiB.
+func Memory(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			rss = n
+		case "VmHWM":
+			hwm = n
+		}
+	}
+	return rss, hwm
+}
+
+// LoadAverage is the machine's 1, 5 and 15 minute load averages.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
