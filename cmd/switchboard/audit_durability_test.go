@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,23 +121,7 @@ func newAuditRigOn(t *testing.T, sqliteDir string) *auditRig {
 		setupDir = t.TempDir()
 	}
 	a := r.start(t, setupDir)
-	admin := func(method, path, body string) map[string]any {
-		req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+operatorToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s = %d %s", method, path, resp.StatusCode, out)
-		}
-		var m map[string]any
-		_ = json.Unmarshal(out, &m)
-		return m
-	}
+	admin := func(method, path, body string) map[string]any { return operatorRequest(t, a.url, method, path, body) }
 	admin("POST", "/v1/tenants", `{"slug": "acme"}`)
 	admin("PUT", "/v1/tenants/acme/instances/gh", fmt.Sprintf(`{"connector_id": "github", "auth_mode": "apiKey",
 		"agents": ["bot"], "fields": {"GITHUB_TOKEN": "k", "GITHUB_API_URL": %q}}`, up.URL))

@@ -115,16 +115,7 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 	// Access tokens live 40 s; the server counts a token stale 30 s before
 	// its expiry, so a token is fresh for 10 s after it is issued.
 	as := authztest.New(t, authztest.Options{AccessTokenLifespan: 12 * time.Second})
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sub, ok := as.Validate(r)
-		if !ok {
-			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, `{"message": "bad token"}`)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"user": %q}`, sub)
-	}))
+	upstream := httptest.NewServer(meUpstream(as))
 	defer upstream.Close()
 
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
@@ -133,23 +124,7 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 	a := startReplica(t, bin, env, common...)
 	b := startReplica(t, bin, env, common...)
 
-	admin := func(method, path, body string) map[string]any {
-		req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+operatorToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s = %d %s", method, path, resp.StatusCode, out)
-		}
-		var m map[string]any
-		json.Unmarshal(out, &m)
-		return m
-	}
+	admin := func(method, path, body string) map[string]any { return operatorRequest(t, a.url, method, path, body) }
 	redirect := a.url + "/workspaces/acme/webhooks/crm/oauth/callback"
 	as.AddClient(authztest.Client{ID: "crm-app", Secret: "crm-secret", RedirectURIs: []string{redirect}, Scopes: []string{"contacts.read"}})
 	admin("POST", "/v1/tenants", `{"slug": "acme"}`)
@@ -260,6 +235,42 @@ func TestTwoProcessesRefreshOnce(t *testing.T) {
 	if !refused {
 		t.Errorf("replica B still serves a caller revoked through replica A")
 	}
+}
+
+// operatorRequest sends an operator-token request to the server at base
+// and returns its decoded JSON answer, failing the test on a status >= 300.
+func operatorRequest(t *testing.T, base, method, path, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+operatorToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s = %d %s", method, path, resp.StatusCode, out)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(out, &m)
+	return m
+}
+
+// meUpstream is the crm connector's API: GET /me answers the user of the
+// access token, which the authorization server validates.
+func meUpstream(as *authztest.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sub, ok := as.Validate(r)
+		if !ok {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"message": "bad token"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"user": %q}`, sub)
+	})
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
