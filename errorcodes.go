@@ -119,6 +119,11 @@ var errorCodes = map[string]CodeSpec{
 	"unknown_operation":  {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams},
 	"unknown_tool":       {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams}, // audited; the SDK answers it
 	"reconnect_required": {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
+	// guide_required: a call through the tenant catalog endpoint
+	// (/workspaces/{tenant}/mcp) made before the connector's guide was
+	// read; the error says the reason and the guide. (An address, connector
+	// or instance the agent has not got is unknown_connector.)
+	"guide_required": {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
 	// consent_required: the acting user has not set their own values of
 	// the instance's user-scope fields; ConnectURL is where they do.
 	"consent_required":        {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},

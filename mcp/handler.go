@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,15 +130,7 @@ func NewHandler(g *gateway.Gateway, opts Options) http.Handler {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	h := &handler{g: g, logger: logger, opts: opts, servers: map[string]*connServer{}, origins: map[string]bool{}}
-	for _, o := range opts.AllowedOrigins {
-		h.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
-	}
-	if opts.PublicURL != "" {
-		if u, err := url.Parse(opts.PublicURL); err == nil && u.Host != "" {
-			h.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
-		}
-	}
+	h := &handler{g: g, logger: logger, opts: opts, servers: map[string]*connServer{}, origins: allowedOrigins(opts)}
 	streamable := sdk.NewStreamableHTTPHandler(h.getServer, &sdk.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,

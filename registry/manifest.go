@@ -233,6 +233,10 @@ type Docs struct {
 	LLMShortDescription string `json:"llm_short_description,omitempty"`
 	// Guide is the path of the agent-facing usage guide (Markdown).
 	Guide string `json:"guide,omitempty"`
+	// GuideRequired marks the guide as one an agent must read before it
+	// calls any of the connector's actions through the tenant catalog
+	// endpoint (a guide_required refusal until it has).
+	GuideRequired bool `json:"guide_required,omitempty"`
 	// URL is the vendor's API documentation.
 	URL string `json:"url,omitempty"`
 	// Translations are the texts in other languages, by BCP 47 language

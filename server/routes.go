@@ -19,6 +19,8 @@ type agentSurfaces struct {
 	flows    *connectflow.Pages
 	mcp      http.Handler
 	resource http.Handler
+	// tenant is the tenant catalog endpoint /workspaces/{tenant}/mcp.
+	tenant http.Handler
 }
 
 // mountAgentPath mounts the agent surfaces on e, the admin API's router
@@ -51,6 +53,7 @@ func mountAgentPath(e *echo.Echo, s agentSurfaces) {
 	// handler checks the suffix and the method), its protected-resource
 	// document, and JSON-RPC 404s for the rest of /workspaces/.
 	e.Any("/workspaces/:tenant/webhooks/:instance", serve(s.mcp.ServeHTTP))
+	e.Any("/workspaces/:tenant/mcp", serve(s.tenant.ServeHTTP))
 	e.Any("/workspaces/*", serve(s.mcp.ServeHTTP))
 	e.Any(mcp.WellKnownPrefix+"/*", serve(s.resource.ServeHTTP))
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/switchboardhq/switchboard/registry/mcplocal"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/signin"
+	"github.com/switchboardhq/switchboard/tenantmcp"
 	"github.com/switchboardhq/switchboard/tenants"
 	"github.com/switchboardhq/switchboard/verify"
 )
@@ -375,6 +376,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		flows:    flows,
 		mcp:      mcp.NewHandler(gw, mcpOpts),
 		resource: mcp.ProtectedResourceHandler(mcpOpts),
+		tenant: tenantmcp.New(gw, tenantmcp.Options{Logger: logger, Keyring: keys, PublicURL: cfg.PublicURL,
+			AllowedOrigins: cfg.MCPAllowedOrigins}),
 	})
 	pages, err := console.New(console.Config{
 		Catalog:     cat,

@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/switchboardhq/switchboard/auth"
+	"github.com/switchboardhq/switchboard/tenants"
+)
+
+// Unreachable is an instance of the tenant the agent may call but that
+// cannot be resolved now (its connector is missing or not served), with
+// the refusal's error.
+type Unreachable struct {
+	Instance *tenants.Instance
+	Err      error
+}
+
+// AgentTargets returns the instances of p's tenant whose allowlist admits
+// p's agent, resolved (from the cache when warm), by slug, and those
+// that could not be resolved. The instance rows are read with one query;
+// instances the agent is not allowed are neither resolved nor reported.
+// The tenant catalog endpoint searches these.
+func (g *Gateway) AgentTargets(ctx context.Context, p *auth.Principal) ([]*Target, []Unreachable, error) {
+	if err := identityText(p); err != nil {
+		return nil, nil, err
+	}
+	rows, err := g.store.ListInstances(ctx, p.Tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ts []*Target
+	var bad []Unreachable
+	for _, in := range rows {
+		if !in.AllowsAgent(p.AgentID) {
+			continue
+		}
+		t, err := g.Resolve(ctx, p.TenantSlug, in.Slug)
+		if err != nil {
+			bad = append(bad, Unreachable{Instance: in, Err: err})
+			continue
+		}
+		ts = append(ts, t)
+	}
+	return ts, bad, nil
+}
