@@ -66,10 +66,10 @@ func storeUnavailable(t *testing.T, what string, a outageAnswer, rpc bool) {
 
 // With Postgres stopped, every surface answers store_unavailable (503,
 // retryAfterMs, Retry-After) instead of an untyped internal error: the
-// admin API (GET and PUT), an MCP tools/call whose instance credentials are
-// not cached yet (a tool error result), an MCP request and an App-mode call
-// on a process whose caches are cold (refused before any tool runs). When
-// Postgres is back, the same requests succeed.
+// admin API (GET and PUT), an MCP request and an App-mode call on a process
+// whose caches are cold (refused before any tool runs). A process that has
+// the instance cached serves its calls, and their audit rows reach the
+// store once it is back. When Postgres is back, the same requests succeed.
 func TestStoreOutageIsTyped(t *testing.T) {
 	t.Parallel()
 	r := newAuditRig(t)
@@ -94,18 +94,17 @@ func TestStoreOutageIsTyped(t *testing.T) {
 	put := `{"connector_id": "github", "auth_mode": "apiKey", "agents": ["bot"], "fields": {"GITHUB_TOKEN": "k2"}}`
 	storeUnavailable(t, "admin PUT", outageRequest(t, "PUT", warm.url+"/v1/tenants/acme/instances/gh", put, admin), false)
 
+	// The warm process loaded the instance with its credentials in one
+	// query when the session started: it serves the call from its cache,
+	// and the call's audit row waits in the spool until the store is back.
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "repositories",
 		Arguments: map[string]any{"action": "get", "owner": "o", "repo": "r1"}})
-	if err != nil {
-		t.Fatalf("tools/call during the outage: %v", err)
-	}
-	detail, _ := res.StructuredContent.(map[string]any)["error"].(map[string]any)
-	if !res.IsError || detail["code"] != "store_unavailable" || detail["retryAfterMs"] == nil {
+	if err != nil || res.IsError {
 		b, _ := json.Marshal(res)
-		t.Errorf("tools/call during the outage: %s, want a store_unavailable tool error with retryAfterMs", b)
+		t.Errorf("tools/call on the warm process during the outage: %v %s, want it served from the cache", err, b)
 	}
 
-	agent := map[string]string{"Authorization": "Bearer " + r.token, "X-Agent-Id": "bot", "Content-Type": "application/json",
+	agent := map[string]string{"Authorization": "Bearer " + r.token, "X-Agent-Id": "bot", "X-User-Id": "u2", "Content-Type": "application/json",
 		"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-06-18"}
 	call := `{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "repositories", "arguments": {"action": "get", "owner": "o", "repo": "r2"}}}`
 	storeUnavailable(t, "MCP on a cold process", outageRequest(t, "POST", cold.url+"/workspaces/acme/webhooks/gh.mcp", call, agent), true)
@@ -131,6 +130,9 @@ func TestStoreOutageIsTyped(t *testing.T) {
 	}
 	if a := outageRequest(t, "POST", cold.url+"/workspaces/acme/webhooks/gh.mcp", call, agent); a.status != http.StatusOK {
 		t.Errorf("MCP on the cold process after the outage: %d %s", a.status, a.body)
+	}
+	if missing, hits, _ := r.missing(t, 20*time.Second); len(missing) > 0 {
+		t.Errorf("calls %v of %d that reached the upstream have no audit row after the outage", missing, hits)
 	}
 	if t.Failed() {
 		t.Logf("warm: %.3000s\ncold: %.3000s", warm.logs.String(), cold.logs.String())

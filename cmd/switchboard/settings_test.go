@@ -71,6 +71,7 @@ var samples = map[string]string{
 	"SWITCHBOARD_MCP_JWKS_URL":              "https://as.example.test/jwks",
 	"SWITCHBOARD_MCP_SCOPES":                "mcp.read",
 	"SWITCHBOARD_SHUTDOWN_TIMEOUT":          "42s",
+	"SWITCHBOARD_SHUTDOWN_DELAY":            "4s",
 	"SWITCHBOARD_CACHE_BUDGET_MB":           "512",
 	"SWITCHBOARD_CACHE_TTL":                 "7m",
 	"SWITCHBOARD_LOCAL_PER_TENANT":          "9",
