@@ -451,7 +451,9 @@ func TestLocalLimits(t *testing.T) {
 	t.Parallel()
 	npmServer(t, "@modelcontextprotocol/server-everything") // node is needed
 	db := dbtest.SQLite(t)
-	e := newLocalEnv(t, db, mcplocal.Config{PerTenant: 50, CallTimeout: 5 * time.Second})
+	// 15 s: fifty node processes starting at once on a loaded 2-core CI
+	// machine took over 5 s to answer initialize.
+	e := newLocalEnv(t, db, mcplocal.Config{PerTenant: 50, CallTimeout: 15 * time.Second})
 	e.install("secrettest", "secrettest", nil)
 	ctx := context.Background()
 	users := make([]string, 51)
