@@ -48,7 +48,12 @@ func (g *Gateway) RemoteTools(ctx context.Context, t *Target, p *auth.Principal)
 // server for p, after validateAgent, and audits it. The remote result
 // (isError included) is returned as the server gave it; a failure to
 // reach or a refusal by the server is a *registry.UpstreamError.
-func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, name string, args json.RawMessage) (*sdk.CallToolResult, error) {
+//
+// params are sent as given: name, arguments and, answering an
+// input-required result, the caller's inputResponses and requestState;
+// a *mcprelay.Call in ctx receives the call's notifications.
+func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, params *sdk.CallToolParams) (*sdk.CallToolResult, error) {
+	name := params.Name
 	start := time.Now()
 	var record func(audit.Entry)
 	if g.audit != nil && p != nil && t != nil {
@@ -57,7 +62,7 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 			return nil, err
 		}
 	}
-	res, status, err := g.callRemote(ctx, t, p, name, args)
+	res, status, err := g.callRemote(ctx, t, p, params)
 	g.logRefusal(t, err)
 	if record != nil {
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
@@ -76,24 +81,23 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 	return res, err
 }
 
-func (g *Gateway) callRemote(ctx context.Context, t *Target, p *auth.Principal, name string, args json.RawMessage) (*sdk.CallToolResult, int, error) {
+func (g *Gateway) callRemote(ctx context.Context, t *Target, p *auth.Principal, params *sdk.CallToolParams) (*sdk.CallToolResult, int, error) {
 	if mcplocal.Is(t.Connector) {
 		l, err := g.localLaunch(ctx, t, p)
 		if err != nil {
 			return nil, 0, err
 		}
-		res, err := g.local.Call(ctx, l, name, args)
+		res, err := g.local.Call(ctx, l, params)
 		if err != nil {
 			return nil, 0, err
 		}
-		redactResult(l.Redactor, res)
-		return res, 0, nil
+		return redactAny(l.Redactor, res).(*sdk.CallToolResult), 0, nil
 	}
 	u, err := g.remoteUpstream(ctx, t, p)
 	if err != nil {
 		return nil, 0, err
 	}
-	res, status, err := t.remoteConn().Call(ctx, u, name, args)
+	res, status, err := t.remoteConn().Call(ctx, u, params)
 	if res != nil {
 		c, cerr := g.credentials(ctx, t) // cached by remoteUpstream
 		if cerr == nil {
@@ -102,25 +106,9 @@ func (g *Gateway) callRemote(ctx context.Context, t *Target, p *auth.Principal, 
 		if cerr != nil {
 			return nil, status, cerr
 		}
-		redactResult(c.red, res)
+		res = redactAny(c.red, res).(*sdk.CallToolResult)
 	}
 	return res, status, err
-}
-
-// redactResult removes the instance's secrets from a hosted server's tool
-// result: its text content and its structured content.
-func redactResult(red *secrets.Redactor, res *sdk.CallToolResult) {
-	if red.Len() == 0 {
-		return
-	}
-	for _, c := range res.Content {
-		if tc, ok := c.(*sdk.TextContent); ok {
-			tc.Text = red.String(tc.Text)
-		}
-	}
-	if res.StructuredContent != nil {
-		res.StructuredContent = red.Value(res.StructuredContent)
-	}
 }
 
 // remoteUpstream runs validateAgent and returns what the instance's

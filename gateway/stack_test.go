@@ -223,6 +223,15 @@ func (s *stack) callTool(t testing.TB, tenant, instance, token, agent, user stri
 	b, _ := io.ReadAll(resp.Body)
 	s.bodies.Write(b)
 	out := toolResult{status: resp.StatusCode, raw: string(b)}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// An instance proxying an MCP server answers in an event stream:
+		// the response is its last message.
+		for line := range strings.Lines(string(b)) {
+			if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && strings.Contains(data, `"id"`) {
+				b = []byte(data)
+			}
+		}
+	}
 	var rpc struct {
 		Result struct {
 			IsError           bool           `json:"isError"`

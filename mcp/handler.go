@@ -93,11 +93,14 @@ const (
 )
 
 type handler struct {
-	g       *gateway.Gateway
-	logger  *slog.Logger
-	opts    Options
-	sdk     http.Handler
-	origins map[string]bool
+	g      *gateway.Gateway
+	logger *slog.Logger
+	opts   Options
+	sdk    http.Handler
+	// sdkStream is the SDK's handler answering in event streams, for the
+	// instances of mcp_remote and mcp_local connectors.
+	sdkStream http.Handler
+	origins   map[string]bool
 
 	mu      sync.Mutex
 	servers map[string]*connServer // by connector id@version
@@ -138,9 +141,19 @@ func NewHandler(g *gateway.Gateway, opts Options) http.Handler {
 		// Our middleware applies the same guard, before authentication.
 		DisableLocalhostProtection: true,
 	})
-	h.sdk = sdkauth.RequireBearerToken(verifyFromContext, &sdkauth.RequireBearerTokenOptions{
+	bearer := sdkauth.RequireBearerToken(verifyFromContext, &sdkauth.RequireBearerTokenOptions{
 		AllowMissingExpiration: true,
-	})(streamable)
+	})
+	h.sdk = bearer(streamable)
+	// The instances proxying an MCP server answer a request whose client
+	// accepts it as an event stream: the proxied server's progress and
+	// log notifications about the request reach the caller on it before
+	// the response (still stateless: the stream ends with the response).
+	h.sdkStream = bearer(sdk.NewStreamableHTTPHandler(h.getServer, &sdk.StreamableHTTPOptions{
+		Stateless:                  true,
+		MaxRequestBodyBytes:        gateway.MaxBodyBytes,
+		DisableLocalhostProtection: true,
+	}))
 	return h
 }
 
@@ -422,6 +435,10 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 func (h *handler) serveSDK(w http.ResponseWriter, r *http.Request, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	if a, ok := r.Context().Value(authorizedKey{}).(*authorized); ok && forwards(a.target.Connector) {
+		h.sdkStream.ServeHTTP(w, r)
+		return
+	}
 	h.sdk.ServeHTTP(w, r)
 }
 
@@ -602,7 +619,7 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	})
 	s.AddReceivingMiddleware(resourceNotFound)
 	cs := &connServer{key: key, impl: impl, srv: s, entities: map[string]*registry.Entity{}}
-	if mcpremote.Is(conn) || mcplocal.Is(conn) {
+	if forwards(conn) {
 		// A hosted or local MCP server's tools are its instance's:
 		// forwarded.
 		s.AddReceivingMiddleware(h.remoteTools)
@@ -619,6 +636,12 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		cs.entities[e.Name] = e
 	}
 	return cs
+}
+
+// forwards reports whether conn's instances proxy an MCP server (an
+// mcp_remote or mcp_local connector): its whole MCP surface is forwarded.
+func forwards(conn *registry.Connector) bool {
+	return mcpremote.Is(conn) || mcplocal.Is(conn)
 }
 
 // resourceNotFound gives a missing resource the code of the client's

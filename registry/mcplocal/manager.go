@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/mcprelay"
 	"github.com/switchboardhq/switchboard/secrets"
 )
 
@@ -98,6 +98,9 @@ type proc struct {
 	process Process
 	session *sdk.ClientSession
 	tools   []*sdk.Tool
+	// relay takes the server's notifications to the callers of the
+	// requests in flight.
+	relay mcprelay.Table
 	// guarded by Manager.mu
 	inflight int
 	lastUsed time.Time
@@ -313,18 +316,15 @@ func (m *Manager) Tools(ctx context.Context, l Launch) ([]*sdk.Tool, error) {
 }
 
 // Call calls a tool of the server and returns its result as the server
-// gave it (isError included). A failure is a secret-free
-// *registry.UpstreamError.
-func (m *Manager) Call(ctx context.Context, l Launch, name string, args json.RawMessage) (*sdk.CallToolResult, error) {
+// gave it (isError and an input-required result included). A failure is
+// a secret-free *registry.UpstreamError. A *mcprelay.Call in ctx
+// receives the call's notifications.
+func (m *Manager) Call(ctx context.Context, l Launch, params *sdk.CallToolParams) (*sdk.CallToolResult, error) {
 	p, err := m.acquire(ctx, l)
 	if err != nil {
 		return nil, err
 	}
 	defer m.release(p)
-	params := &sdk.CallToolParams{Name: name}
-	if len(args) > 0 && string(args) != "null" {
-		params.Arguments = args
-	}
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
 	res, err := p.session.CallTool(cctx, params)
@@ -342,15 +342,7 @@ func (m *Manager) Call(ctx context.Context, l Launch, name string, args json.Raw
 func (m *Manager) failed(ctx, cctx context.Context, p *proc, l Launch, err error) error {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
-		msg := je.Message
-		if l.Redactor != nil {
-			msg = l.Redactor.String(msg)
-		}
-		if len(msg) > 200 {
-			msg = msg[:200] + "…"
-		}
-		return &registry.UpstreamError{Code: "upstream_rejected",
-			Message: "the local MCP server refused the request: " + strings.ToValidUTF8(msg, "?")}
+		return mcprelay.Refused(je, 0, l.Redactor, "the local MCP server")
 	}
 	if ctx.Err() != nil {
 		return ctx.Err() // the caller went away; the server is left alone
@@ -546,10 +538,12 @@ func (m *Manager) start(ctx context.Context, l Launch, p *proc) error {
 		return &registry.UpstreamError{Code: "upstream_unavailable", Message: "the local MCP server could not be started"}
 	}
 	p.process = process
-	client := sdk.NewClient(&sdk.Implementation{Name: "switchboard", Version: "1"}, nil)
+	p.relay.SetRedactor(l.Redactor)
+	client := sdk.NewClient(&sdk.Implementation{Name: "switchboard", Version: "1"}, p.relay.Options(sdk.ClientOptions{}))
+	p.relay.Install(client)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)
 	defer cancel()
-	s, err := client.Connect(cctx, process.Transport(), nil)
+	s, err := client.Connect(cctx, p.relay.Transport(process.Transport()), nil)
 	if err != nil {
 		process.Kill()
 		m.logger.Warn("local MCP server did not start", "tenant", l.Key.Tenant, "instance", l.Key.Instance,

@@ -9,7 +9,6 @@ package mcpremote
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/registry/mcprelay"
 	"github.com/switchboardhq/switchboard/secrets"
 )
 
@@ -58,6 +58,9 @@ type Conn struct {
 	// redactor scrubs the instance's secret values from remote error
 	// messages.
 	redactor *registry.Redactor
+	// relay takes the server's notifications to the callers of the
+	// requests in flight on the session.
+	relay mcprelay.Table
 }
 
 // Close ends the session; the Conn is no longer used.
@@ -120,14 +123,11 @@ func (c *Conn) Tools(ctx context.Context, u Upstream) ([]*sdk.Tool, error) {
 }
 
 // Call forwards a tools/call to the hosted server and returns its result
-// (isError included) as the server gave it, and the HTTP status it
-// answered with. A failure to reach or a refusal by the server is a
-// secret-free *registry.UpstreamError.
-func (c *Conn) Call(ctx context.Context, u Upstream, name string, args json.RawMessage) (*sdk.CallToolResult, int, error) {
-	params := &sdk.CallToolParams{Name: name}
-	if len(args) > 0 && string(args) != "null" {
-		params.Arguments = args
-	}
+// (isError and an input-required result included) as the server gave it,
+// and the HTTP status it answered with. A failure to reach or a refusal
+// by the server is a secret-free *registry.UpstreamError. A
+// *mcprelay.Call in ctx receives the call's notifications.
+func (c *Conn) Call(ctx context.Context, u Upstream, params *sdk.CallToolParams) (*sdk.CallToolResult, int, error) {
 	var (
 		res    *sdk.CallToolResult
 		status int
@@ -193,6 +193,7 @@ func (c *Conn) connect(ctx context.Context, u Upstream) (*sdk.ClientSession, boo
 	}
 	m := u.Manifest
 	c.redactor = registry.NewRedactor(m, u.Fields)
+	c.relay.SetRedactor(c.redactor)
 	cfg := m.MCPConfig
 	if cfg == nil || cfg.URL == "" {
 		return nil, false, switchboard.E(switchboard.ErrInvalid, "invalid_config", "connector %s declares no mcp_config.url", m.ID)
@@ -216,14 +217,15 @@ func (c *Conn) connect(ctx context.Context, u Upstream) (*sdk.ClientSession, boo
 		base = http.DefaultTransport
 	}
 	hc := &http.Client{
-		Transport: &headerTransport{base: base, headers: headers},
+		Transport: &headerTransport{base: base, headers: headers, relay: &c.relay},
 		Timeout:   u.Client.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
 	}
 	transport := &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: 1}
-	client := sdk.NewClient(&sdk.Implementation{Name: "switchboard", Version: "1"}, &sdk.ClientOptions{})
+	client := sdk.NewClient(&sdk.Implementation{Name: "switchboard", Version: "1"}, c.relay.Options(sdk.ClientOptions{}))
+	c.relay.Install(client)
 	rec := &statusRecorder{}
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, statusKey{}, rec), 30*time.Second)
 	defer cancel()
@@ -270,15 +272,7 @@ func (c *Conn) classifyLocked(err error) error {
 	case status == http.StatusTooManyRequests:
 		return &registry.UpstreamError{Code: "rate_limited", Status: status, Message: "the hosted MCP server is rate limiting; retry later"}
 	case errors.As(err, &je):
-		msg := je.Message
-		if r := c.redactor; r != nil {
-			msg = r.String(msg)
-		}
-		if len(msg) > 200 {
-			msg = msg[:200] + "…"
-		}
-		return &registry.UpstreamError{Code: "upstream_rejected", Status: status,
-			Message: "the hosted MCP server refused the request: " + strings.ToValidUTF8(msg, "?")}
+		return mcprelay.Refused(je, status, c.redactor, "the hosted MCP server")
 	}
 	return &registry.UpstreamError{Code: "upstream_unavailable", Status: status,
 		Message: "the hosted MCP server could not be reached or did not answer"}
@@ -305,6 +299,8 @@ func validHeaderName(k string) bool {
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]secrets.Secret
+	// relay counts the notifications of the server's event streams.
+	relay *mcprelay.Table
 }
 
 func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -313,6 +309,9 @@ func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set(k, v.Reveal())
 	}
 	resp, err := h.base.RoundTrip(req)
+	if resp != nil && h.relay != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = h.relay.CountEvents(resp.Body)
+	}
 	if resp != nil {
 		if rec, ok := req.Context().Value(statusKey{}).(*statusRecorder); ok {
 			rec.set(resp.StatusCode)
