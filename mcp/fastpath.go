@@ -338,7 +338,30 @@ func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized
 			}
 		}
 	}
-	res := h.callTool(gateway.WithSurface(r.Context(), a.surface), e, a.principal, a.target, a.log, args, target)
+	resp, res := h.callEntity(gateway.WithSurface(r.Context(), a.surface), e, a.principal, a.target, a.log, args, target)
+	if res == nil {
+		// A success: rendered from the upstream's bytes when it can be.
+		buf := resultBuffers.Get().(*[]byte)
+		defer putResultBuffer(buf)
+		out := *buf
+		if stateless {
+			out = append(append(out, `{"_meta":`...), srv.statelessMeta...)
+			out = append(out, ',')
+		}
+		rendered, ok := appendSuccess(out, resp)
+		if ok {
+			if stateless {
+				// The SDK's {"_meta":..,"content":..}, its own opening
+				// brace dropped.
+				rendered = append(rendered[:len(out)], rendered[len(out)+1:]...)
+				rendered = append(rendered[:len(rendered)-1], `,"resultType":"complete"}`...)
+			}
+			*buf = rendered
+			writeResponse(w, env.id, resultStart, rendered, closeBrace)
+			return true
+		}
+		res = successResult(resp, e.OutputSchema != nil)
+	}
 	if res.Content == nil {
 		res.Content = []sdk.Content{}
 	}

@@ -116,6 +116,9 @@ type connServer struct {
 	key  string
 	impl *sdk.Implementation
 	srv  *sdk.Server
+	// statelessMeta is the _meta of a result in the stateless era, as
+	// the SDK writes it: the server's name.
+	statelessMeta []byte
 	// entities are the tools' entities, by tool name.
 	entities map[string]*registry.Entity
 }
@@ -303,13 +306,22 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// loopbackAddr reports whether a is a loopback address; a TCP address
+// is read without being formatted.
+func loopbackAddr(a net.Addr) bool {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.IsLoopback()
+	}
+	return isLoopbackHost(a.String())
+}
+
 // checkOrigin applies the DNS-rebinding guards: a request that reached a
 // loopback listener must name a loopback Host, and a present Origin must
 // be allowed. It reports the refusal's message, or "".
 func (h *handler) checkOrigin(r *http.Request) string {
 	if !h.opts.DisableLocalhostProtection {
 		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
-			if isLoopbackHost(la.String()) && !isLoopbackHost(r.Host) {
+			if loopbackAddr(la) && !isLoopbackHost(r.Host) {
 				return "the Host header does not name this server"
 			}
 		}
@@ -619,6 +631,7 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	})
 	s.AddReceivingMiddleware(resourceNotFound)
 	cs := &connServer{key: key, impl: impl, srv: s, entities: map[string]*registry.Entity{}}
+	cs.statelessMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: impl})
 	if forwards(conn) {
 		// A hosted or local MCP server's tools are its instance's:
 		// forwarded.

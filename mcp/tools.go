@@ -45,15 +45,28 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 
 // callTool is a tools/call of entity e, for p on t, with the request's
 // arguments and the targetUserId of its params._meta (metaTarget, "" when
-// absent or not a string). The SDK's tool handler and the fast path both
-// call it.
+// absent or not a string). The SDK's tool handler calls it.
 func (h *handler) callTool(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string) *sdk.CallToolResult {
-	log = log.With(slog.String("agent", p.AgentID), slog.String("caller", string(p.Caller.ID)), slog.String("tool", e.Name))
+	resp, res := h.callEntity(ctx, e, p, t, log, rawArgs, metaTarget)
+	if res != nil {
+		return res
+	}
+	return successResult(resp, e.OutputSchema != nil)
+}
+
+// callEntity makes the call callTool describes and returns either the
+// answer to render as a success (resp) or the result to give as is (res).
+// The fast path calls it, to render a success without the SDK's types.
+func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string) (resp *registry.Response, res *sdk.CallToolResult) {
+	// The call's attributes, added to log once the action is known (one
+	// copy of the attributes, not two); refusals before then add these.
+	who := [...]slog.Attr{slog.String("agent", p.AgentID), slog.String("caller", string(p.Caller.ID)), slog.String("tool", e.Name)}
+	refused := func() { log.With(who[:]...).Info("tool call refused", "code", "invalid_arguments") }
 
 	args, err := decodeArgs(rawArgs)
 	if err != nil {
-		log.Info("tool call refused", "code", "invalid_arguments")
-		return errorResult(err)
+		refused()
+		return nil, errorResult(err)
 	}
 	// targetUserId (params._meta or an argument) is never sent
 	// upstream; it counts only for trusted callers (Principal.Subject).
@@ -72,26 +85,26 @@ func (h *handler) callTool(ctx context.Context, e *registry.Entity, p *auth.Prin
 		path, _ := args[registry.DescribePath].(string)
 		doc, err := e.DescribeAt(target, path)
 		if err != nil {
-			log.Info("tool call refused", "code", "invalid_arguments")
-			return errorResult(err)
+			refused()
+			return nil, errorResult(err)
 		}
-		return successResult(&registry.Response{Status: 200, Body: doc}, e.OutputSchema != nil)
+		return &registry.Response{Status: 200, Body: doc}, nil
 	}
 	ac, found := e.Action(action)
 	if !found || ac.Op == nil {
-		log.Info("tool call refused", "code", "invalid_arguments")
-		return errorResult(badAction(e, action, args))
+		refused()
+		return nil, errorResult(badAction(e, action, args))
 	}
 	delete(args, actionArg)
-	log = log.With(slog.String("action", ac.Name), slog.String("operation", ac.Op.Name))
+	log = log.With(who[0], who[1], who[2], slog.String("action", ac.Name), slog.String("operation", ac.Op.Name))
 
-	resp, err := h.g.Call(ctx, t, p, ac.Op, args)
+	resp, err = h.g.Call(ctx, t, p, ac.Op, args)
 	if err != nil {
 		gateway.LogError(log, "tool call failed", err)
-		return errorResult(err)
+		return nil, errorResult(err)
 	}
 	log.Debug("tool call", "status", resp.Status)
-	return successResult(resp, e.OutputSchema != nil)
+	return resp, nil
 }
 
 // fromRequest returns what the middleware authorized, from TokenInfo.

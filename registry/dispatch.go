@@ -197,16 +197,9 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	known := make(map[string]bool, len(op.Params)+1)
-	for _, p := range op.Params {
-		known[p.ArgName()] = true
-	}
-	if op.Body != nil {
-		known["body"] = true
-	}
 	var unknown []string
 	for k := range args {
-		if !known[k] {
+		if !op.takesArg(k) {
 			unknown = append(unknown, fmt.Sprintf("%q", truncateString(k, 40)))
 		}
 	}
@@ -317,16 +310,30 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	return req, nil
 }
 
+// takesArg reports whether name is one of op's arguments: a parameter's
+// or "body". (A scan, not a map: operations have few parameters, and
+// this runs on every call.)
+func (op *Operation) takesArg(name string) bool {
+	if name == "body" && op.Body != nil {
+		return true
+	}
+	for _, p := range op.Params {
+		if p.ArgName() == name {
+			return true
+		}
+	}
+	return false
+}
+
 // baseURL returns the URL the operation's path is joined to.
 func baseURL(base, server string) (*url.URL, error) {
-	bad := switchboard.E(switchboard.ErrInvalid, "invalid_config", "the base URL must be an absolute http or https URL")
 	raw := base
 	if server != "" && !strings.HasPrefix(server, "/") {
 		raw = server
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, bad
+		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the base URL must be an absolute http or https URL")
 	}
 	if strings.HasPrefix(server, "/") {
 		u.Path, u.RawPath = strings.TrimRight(server, "/"), ""
