@@ -136,7 +136,12 @@ var errorCodes = map[string]CodeSpec{
 	"requirement_unmet": {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"secret_not_set":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"instance_changed":  {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused, Retryable: true},
-	"client_changed":    {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused, Retryable: true},
+	// Call admission (package admission): rate_limited (below) for a rate
+	// limit or an upstream's wait, concurrency_limited for the calls in
+	// flight; invalid_limits for a tenant's limits above the operator's.
+	"concurrency_limited": {Kind: ErrUnavailable, Status: http.StatusTooManyRequests, RPC: RPCRefused, Retryable: true, RetryAfter: 250 * time.Millisecond},
+	"invalid_limits":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"client_changed":      {Kind: ErrConflict, Status: http.StatusConflict, RPC: RPCRefused, Retryable: true},
 
 	// Upstream (vendor) answers; registry.UpstreamError carries these.
 	"rate_limited":         {Kind: ErrUnavailable, Status: http.StatusTooManyRequests, RPC: RPCRefused, Retryable: true},

@@ -24,6 +24,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/admission"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/members"
@@ -79,6 +80,8 @@ type Config struct {
 	SessionCookies echo.MiddlewareFunc
 	// ConnectLinks mints connect links; nil answers 503.
 	ConnectLinks ConnectLinks
+	// Limits keeps the tenants' own call limits; nil answers 503.
+	Limits *admission.Controller
 }
 
 // Server is the admin API.

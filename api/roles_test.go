@@ -79,6 +79,8 @@ var roleTable = map[string]roleCase{
 	"GET /v1/tenants/:tenant/audit/export":                       {"GET", "/v1/tenants/acme/audit/export", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"GET /v1/tenants/:tenant/audit/retention":                    {"GET", "/v1/tenants/acme/audit/retention", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"PUT /v1/tenants/:tenant/audit/retention":                    {"PUT", "/v1/tenants/acme/audit/retention", `{"days":0}`, [7]int{200, 200, 403, 403, 404, 404, 401}},
+	"GET /v1/tenants/:tenant/limits":                             {"GET", "/v1/tenants/acme/limits", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
+	"PUT /v1/tenants/:tenant/limits":                             {"PUT", "/v1/tenants/acme/limits", `{}`, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"GET /v1/tenants/:tenant/usage":                              {"GET", "/v1/tenants/acme/usage", ``, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"GET /v1/usage":                                              {"GET", "/v1/usage", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
 	"PUT /v1/providers/:provider":                                {"PUT", "/v1/providers/nope", `{}`, [7]int{400, 403, 403, 403, 403, 403, 401}},

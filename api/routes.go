@@ -94,6 +94,8 @@ var routes = []route{
 	{"GET", "/v1/tenants/:tenant/audit/export", needAdmin, func(s *Server) echo.HandlerFunc { return s.exportAudit }},
 	{"GET", "/v1/tenants/:tenant/audit/retention", needAdmin, func(s *Server) echo.HandlerFunc { return s.getAuditRetention }},
 	{"PUT", "/v1/tenants/:tenant/audit/retention", needOwner, func(s *Server) echo.HandlerFunc { return s.putAuditRetention }},
+	{"GET", "/v1/tenants/:tenant/limits", needAdmin, func(s *Server) echo.HandlerFunc { return s.getLimits }},
+	{"PUT", "/v1/tenants/:tenant/limits", needAdmin, func(s *Server) echo.HandlerFunc { return s.putLimits }},
 	{"GET", "/v1/tenants/:tenant/usage", needAdmin, func(s *Server) echo.HandlerFunc { return s.tenantUsage }},
 	{"GET", "/v1/usage", needOperator, func(s *Server) echo.HandlerFunc { return s.usageByTenant }},
 	{"PUT", "/v1/providers/:provider", needOperator, func(s *Server) echo.HandlerFunc { return s.putProvider }},

@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/admission"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/egress"
@@ -69,6 +70,9 @@ type Config struct {
 	// PublicURL is the server's public base URL: consent_required errors
 	// link to the console page where a user sets their own values.
 	PublicURL string
+	// Admission admits calls (limits, upstream waits, fair shares); nil
+	// admits every call.
+	Admission *admission.Controller
 }
 
 // Cache defaults. The budget is counted in the bytes each target is
@@ -96,6 +100,7 @@ type Gateway struct {
 	metrics    *metrics.Metrics
 	publicURL  string
 	local      *mcplocal.Manager
+	admission  *admission.Controller
 
 	// mu orders invalidations (gen) against the caching of lookups.
 	mu sync.Mutex
@@ -174,6 +179,7 @@ func New(cfg Config) *Gateway {
 		metrics:    cfg.Metrics,
 		publicURL:  strings.TrimRight(cfg.PublicURL, "/"),
 		local:      cfg.Local,
+		admission:  cfg.Admission,
 		targets:    newTargetCache(budget, ttl),
 		names:      names,
 		unknown:    expirable.NewLRU[targetKey, struct{}](maxUnknownInstances, nil, UnknownInstanceTTL),
@@ -608,7 +614,12 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 			return nil, err
 		}
 	}
-	resp, err := g.call(ctx, t, p, op, args)
+	tk, err := g.admit(ctx, t, p)
+	var resp *registry.Response
+	if err == nil {
+		resp, err = g.call(ctx, t, p, op, args)
+		tk.Done()
+	}
 	g.logRefusal(t, err)
 	g.count(ctx, t, start, err)
 	if record != nil {

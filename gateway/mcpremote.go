@@ -62,7 +62,15 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 			return nil, err
 		}
 	}
-	res, status, err := g.callRemote(ctx, t, p, params)
+	tk, err := g.admit(ctx, t, p)
+	var (
+		res    *sdk.CallToolResult
+		status int
+	)
+	if err == nil {
+		res, status, err = g.callRemote(ctx, t, p, params)
+		tk.Done()
+	}
 	g.logRefusal(t, err)
 	if record != nil {
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,

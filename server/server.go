@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/admission"
 	"github.com/switchboardhq/switchboard/api"
 	"github.com/switchboardhq/switchboard/appmode"
 	"github.com/switchboardhq/switchboard/audit"
@@ -131,6 +132,10 @@ type Config struct {
 	// to do when both are full, the write interval); its Logger is the
 	// server's.
 	Audit audit.WriterOptions
+	// Admission configures call admission: the operator's limits (the
+	// tenants' own are kept in the store), central clients' budgets; its
+	// Store, Metrics and Logger are the server's.
+	Admission admission.Options
 
 	// Replaceable.
 
@@ -167,6 +172,7 @@ type Server struct {
 	signin     *signin.Handler
 	local      *mcplocal.Manager
 	metrics    *metrics.Metrics
+	admission  *admission.Controller
 	// shuttingDown is set when Serve's context is done: /readyz answers
 	// 503 from then on.
 	shuttingDown atomic.Bool
@@ -294,6 +300,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		localCfg.WorkDir = filepath.Join(cfg.DataDir, "mcplocal", "run")
 	}
 	s.local = mcplocal.NewManager(localCfg)
+	admOpts := cfg.Admission
+	admOpts.Store, admOpts.Metrics, admOpts.Logger = admission.NewStore(db), s.metrics, logger
+	s.admission = admission.New(admOpts)
+	if err := s.admission.Load(ctx); err != nil {
+		// The defaults apply until a later read succeeds.
+		logger.Warn("reading the tenants' call limits", "err", err.Error())
+	}
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
@@ -310,6 +323,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Metrics:      s.metrics,
 		PublicURL:    cfg.PublicURL,
 		Local:        s.local,
+		Admission:    s.admission,
 	})
 	s.gateway = gw
 	s.registerGauges()
@@ -360,6 +374,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		AuditLog:       s.audit,
 		// Connect links are minted by the flow pages, which know callers.
 		ConnectLinks: flows,
+		Limits:       s.admission,
 	})
 	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
 	if len(cfg.MCPAuthServers) > 0 {
@@ -516,6 +531,9 @@ func (s *Server) DB() *database.DB { return s.db }
 
 // Tenants is the server's tenant service.
 func (s *Server) Tenants() *tenants.Service { return s.tenants }
+
+// Admission is the server's call admission.
+func (s *Server) Admission() *admission.Controller { return s.admission }
 
 // Gateway is the server's call path.
 func (s *Server) Gateway() *gateway.Gateway { return s.gateway }

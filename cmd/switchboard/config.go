@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboardhq/switchboard/admission"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/secrets"
 )
@@ -70,6 +71,12 @@ type config struct {
 	TrustedProxies        []string `json:"trusted_proxies"`
 	// AuditRetentionDays is how long audit rows are kept.
 	AuditRetentionDays int `json:"audit_retention_days"`
+	// LimitTenant, LimitInstance, LimitUser and LimitConnector are the
+	// operator's call limits (admission.ParseLimit).
+	LimitTenant    string `json:"limit_tenant"`
+	LimitInstance  string `json:"limit_instance"`
+	LimitUser      string `json:"limit_user"`
+	LimitConnector string `json:"limit_connector"`
 
 	// MCPAllowedOrigins are the browser origins allowed to call MCP
 	// endpoints (besides PublicURL's); another present Origin gets 403.
@@ -331,6 +338,9 @@ func (c *config) validateServe() []error {
 	if c.AuditRetentionDays <= 0 {
 		errs = append(errs, errors.New("--audit-retention-days must be positive"))
 	}
+	if _, err := c.limits(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.AuthFailuresPerMinute < 0 {
 		errs = append(errs, errors.New("--auth-failures-per-minute must not be negative (0 turns the limit off)"))
 	}
@@ -365,4 +375,22 @@ func (c *config) oidcDomains() (map[string][]string, error) {
 		out[strings.TrimSpace(tenant)] = append(out[strings.TrimSpace(tenant)], domain)
 	}
 	return out, nil
+}
+
+// limits are the operator's call limits of the --limit-* settings.
+func (c *config) limits() (admission.Limits, error) {
+	var ls admission.Limits
+	for _, f := range []struct {
+		flag string
+		text string
+		into *admission.Limit
+	}{{"limit-tenant", c.LimitTenant, &ls.Tenant}, {"limit-instance", c.LimitInstance, &ls.Instance},
+		{"limit-user", c.LimitUser, &ls.User}, {"limit-connector", c.LimitConnector, &ls.Connector}} {
+		l, err := admission.ParseLimit(f.text)
+		if err != nil {
+			return ls, fmt.Errorf("--%s: %w", f.flag, err)
+		}
+		*f.into = l
+	}
+	return ls, nil
 }

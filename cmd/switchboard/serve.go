@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboardhq/switchboard/admission"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/registry/mcplocal"
@@ -21,6 +22,7 @@ import (
 func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Config {
 	domains, _ := c.oidcDomains() // validated at start
 	issuers, _ := c.oidcIssuers()
+	limits, _ := c.limits()
 	return server.Config{
 		DB:                   db,
 		DataDir:              c.DataDir,
@@ -51,6 +53,7 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 		AuditRetentionDays: c.AuditRetentionDays,
 		OIDCIssuers:        issuers,
 		OIDCDomains:        domains,
+		Admission:          admission.Options{Defaults: limits},
 		Audit: audit.WriterOptions{Buffer: c.AuditMemoryRows, SpoolDir: c.AuditSpoolDir,
 			SpoolRows: int64(c.AuditSpoolRows), AtFull: audit.AtFull(c.AuditAtFull), JournalSync: journalSync(c.AuditJournalSync)},
 		Logger: logger,

@@ -1,0 +1,331 @@
+// Package admission decides whether an agent call may go upstream now:
+// per tenant, instance, user and connector, a bound on the calls in flight
+// (concurrency) and a token bucket (golang.org/x/time/rate).
+//
+// The operator sets the defaults (Options.Defaults); a tenant's admins may
+// lower them for their tenant (Store). A refusal is a typed error:
+// rate_limited or concurrency_limited, with retryAfterMs.
+//
+// A call no limit applies to costs a map lookup and no allocation
+// (Controller.Admit); a nil *Controller admits everything.
+package admission
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/metrics"
+)
+
+// Call is what admission knows of a call.
+type Call struct {
+	Tenant, Instance, User, Connector string
+	// PerUser says that the upstream credential is the user's own (the
+	// oauth modes): the waits an upstream asks for are kept per user.
+	// Otherwise the instance's credential is shared by its users.
+	PerUser bool
+	// Client is the central OAuth client (the platform provider) whose
+	// budget the call uses (mode oauthCentral); "" for none.
+	Client string
+}
+
+// Options configure a Controller.
+type Options struct {
+	// Defaults are the operator's limits of every tenant.
+	Defaults Limits
+	// Store holds the tenants' own limits; nil: the defaults only.
+	Store *Store
+	// Refresh is how often a replica reads the tenants' limits again
+	// (changes made on another replica); 0 is DefaultRefresh.
+	Refresh time.Duration
+	// Now is the clock; nil is time.Now.
+	Now     func() time.Time
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultRefresh = 10 * time.Second
+)
+
+// Scope names, as in the metrics' scope label.
+const (
+	scopeTenant    = "tenant"
+	scopeInstance  = "instance"
+	scopeUser      = "user"
+	scopeConnector = "connector"
+	scopeClient    = "client"
+	scopeUpstream  = "upstream"
+)
+
+// Controller admits calls. Its methods are safe for concurrent use.
+type Controller struct {
+	opts    Options
+	now     func() time.Time
+	metrics *metrics.Metrics
+	logger  *slog.Logger
+
+	// limits maps a tenant id to its limits in force, for the tenants
+	// with their own; the others have the defaults.
+	limits    atomic.Pointer[map[string]Limits]
+	loadedAt  atomic.Int64
+	loading   atomic.Bool
+	anyLimits atomic.Bool
+
+	mu      sync.Mutex
+	buckets map[bucketKey]*bucket
+	swept   time.Time
+}
+
+type bucketKey struct {
+	scope   uint8
+	a, b, c string
+}
+
+const (
+	kTenant uint8 = iota
+	kInstance
+	kUser
+	kConnector
+)
+
+// bucket is the state of one key: its calls in flight and its token
+// bucket (nil without a rate).
+type bucket struct {
+	inflight int
+	lim      *rate.Limiter
+	limit    Limit
+}
+
+// New returns a controller.
+func New(o Options) *Controller {
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	c := &Controller{opts: o, now: o.Now, metrics: o.Metrics, logger: o.Logger, buckets: map[bucketKey]*bucket{}}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	empty := map[string]Limits{}
+	c.limits.Store(&empty)
+	c.anyLimits.Store(!o.Defaults.IsZero())
+	return c
+}
+
+// Defaults returns the operator's limits.
+func (c *Controller) Defaults() Limits { return c.opts.Defaults }
+
+// Load reads the tenants' own limits from the store. The server calls it
+// at start; Admit calls it again, in the background, every Refresh.
+func (c *Controller) Load(ctx context.Context) error {
+	c.loadedAt.Store(c.now().UnixNano())
+	if c.opts.Store == nil {
+		return nil
+	}
+	own, err := c.opts.Store.All(ctx)
+	if err != nil {
+		return err
+	}
+	in := make(map[string]Limits, len(own))
+	for t, ls := range own {
+		in[t] = ls.Within(c.opts.Defaults)
+	}
+	c.limits.Store(&in)
+	c.anyLimits.Store(!c.opts.Defaults.IsZero() || len(in) > 0)
+	return nil
+}
+
+// refresh reloads the tenants' limits in the background when they are
+// older than Refresh.
+func (c *Controller) refresh(now time.Time) {
+	if c.opts.Store == nil || now.UnixNano()-c.loadedAt.Load() < int64(c.opts.Refresh) || !c.loading.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.loading.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := c.Load(ctx); err != nil {
+			c.logger.Warn("reading the tenants' call limits", "err", err)
+		}
+	}()
+}
+
+// Limits returns the limits in force for tenant.
+func (c *Controller) Limits(tenant string) Limits {
+	if ls, ok := (*c.limits.Load())[tenant]; ok {
+		return ls
+	}
+	return c.opts.Defaults
+}
+
+// Ticket is an admitted call; Done ends it.
+type Ticket struct {
+	c    *Controller
+	held [4]*bucket
+}
+
+// Done releases the call's concurrency slots. Call it once, when the call
+// ends.
+func (t Ticket) Done() {
+	if t.c == nil {
+		return
+	}
+	t.c.mu.Lock()
+	for _, b := range t.held {
+		if b != nil {
+			b.inflight--
+		}
+	}
+	t.c.mu.Unlock()
+}
+
+// Admit admits call now, or refuses it: rate_limited (a rate limit, a
+// wait the upstream asked for, the fair share of a central client) or
+// concurrency_limited, each with the wait before a retry. An admitted
+// call's Ticket must be Done when the call ends.
+func (c *Controller) Admit(ctx context.Context, call Call) (Ticket, error) {
+	if c == nil {
+		return Ticket{}, nil
+	}
+	now := c.now()
+	c.refresh(now)
+	var tk Ticket
+	if c.anyLimits.Load() {
+		var err error
+		if tk, err = c.admitLimits(ctx, call, c.Limits(call.Tenant), now); err != nil {
+			return Ticket{}, err
+		}
+	}
+	return tk, nil
+}
+
+// scoped is one scope's limit and key for a call.
+type scoped struct {
+	name  string
+	key   bucketKey
+	limit Limit
+}
+
+func (c *Controller) admitLimits(ctx context.Context, call Call, ls Limits, now time.Time) (Ticket, error) {
+	if ls.IsZero() {
+		return Ticket{}, nil
+	}
+	scopes := [4]scoped{
+		{scopeTenant, bucketKey{scope: kTenant, a: call.Tenant}, ls.Tenant},
+		{scopeInstance, bucketKey{scope: kInstance, a: call.Tenant, b: call.Instance}, ls.Instance},
+		{scopeUser, bucketKey{scope: kUser, a: call.Tenant, b: call.Instance, c: call.User}, ls.User},
+		{scopeConnector, bucketKey{scope: kConnector, a: call.Connector}, ls.Connector},
+	}
+	tk := Ticket{c: c}
+	var bs [4]*bucket
+	c.mu.Lock()
+	c.sweep(now)
+	for i := range scopes {
+		s := &scopes[i]
+		if s.limit.IsZero() {
+			continue
+		}
+		b := c.bucket(s.key, s.limit, now)
+		bs[i] = b
+		if s.limit.Concurrency > 0 {
+			if b.inflight >= s.limit.Concurrency {
+				c.mu.Unlock()
+				tk.Done()
+				c.metrics.AdmissionRefused(s.name, "concurrency")
+				return Ticket{}, errConcurrency(s.name, s.limit.Concurrency)
+			}
+			b.inflight++
+			tk.held[i] = b
+		}
+	}
+	// Every bucket must hold a token before one is taken from any.
+	for i := range scopes {
+		s := &scopes[i]
+		if b := bs[i]; b != nil && b.lim != nil {
+			if tokens := b.lim.TokensAt(now); tokens < 1 {
+				c.mu.Unlock()
+				tk.Done()
+				c.metrics.AdmissionRefused(s.name, "rate")
+				wait := time.Duration((1 - tokens) / s.limit.Rate * float64(time.Second))
+				return Ticket{}, errRate(s.name, s.limit.Rate, wait)
+			}
+		}
+	}
+	for i := range bs {
+		if b := bs[i]; b != nil && b.lim != nil {
+			b.lim.AllowN(now, 1)
+		}
+	}
+	c.mu.Unlock()
+	return tk, nil
+}
+
+// bucket returns key's bucket, made or adjusted for limit. c.mu is held.
+func (c *Controller) bucket(key bucketKey, limit Limit, now time.Time) *bucket {
+	b := c.buckets[key]
+	if b == nil {
+		b = &bucket{limit: limit}
+		if limit.Rate > 0 {
+			b.lim = rate.NewLimiter(rate.Limit(limit.Rate), limit.burst())
+			b.lim.SetLimitAt(now, rate.Limit(limit.Rate)) // start full at now
+		}
+		c.buckets[key] = b
+		return b
+	}
+	if b.limit != limit {
+		switch {
+		case limit.Rate == 0:
+			b.lim = nil
+		case b.lim == nil:
+			b.lim = rate.NewLimiter(rate.Limit(limit.Rate), limit.burst())
+		default:
+			b.lim.SetLimitAt(now, rate.Limit(limit.Rate))
+			b.lim.SetBurstAt(now, limit.burst())
+		}
+		b.limit = limit
+	}
+	return b
+}
+
+// sweepEvery is how often idle buckets are dropped: those with no call in
+// flight and a full bucket, whose state a new bucket would have.
+const sweepEvery = time.Minute
+
+// sweep drops idle buckets. c.mu is held.
+func (c *Controller) sweep(now time.Time) {
+	if now.Sub(c.swept) < sweepEvery {
+		return
+	}
+	c.swept = now
+	for k, b := range c.buckets {
+		if b.inflight == 0 && (b.lim == nil || b.lim.TokensAt(now) >= float64(b.lim.Burst())) {
+			delete(c.buckets, k)
+		}
+	}
+}
+
+// DefaultConcurrencyRetry is the retryAfterMs of concurrency_limited.
+const DefaultConcurrencyRetry = 250 * time.Millisecond
+
+func errConcurrency(scope string, n int) error {
+	return &switchboard.Error{Kind: switchboard.ErrUnavailable, Code: "concurrency_limited", RetryAfter: DefaultConcurrencyRetry,
+		Message: fmt.Sprintf("this %s already has %d calls in flight, its limit; retry when one ends", scope, n)}
+}
+
+func errRate(scope string, perSecond float64, wait time.Duration) error {
+	wait = retryIn(wait)
+	return &switchboard.Error{Kind: switchboard.ErrUnavailable, Code: "rate_limited", RetryAfter: wait,
+		Message: fmt.Sprintf("this %s's call rate limit (%g a second) is reached; retry after %s", scope, perSecond, wait)}
+}
