@@ -279,10 +279,14 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 			body, contentType = bytes.NewReader(b), ct
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, op.Method, u.String(), body)
+	// The request takes u as built, rather than u written out and parsed
+	// again: its Host as NewRequest sets it (an empty port dropped).
+	req, err := http.NewRequestWithContext(ctx, op.Method, "", body)
 	if err != nil {
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the request for %s cannot be built", op.Name)
 	}
+	u.Host = strings.TrimSuffix(u.Host, ":")
+	req.URL, req.Host = u, u.Host
 	for k, vs := range c.Header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
