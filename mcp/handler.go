@@ -620,7 +620,7 @@ const listTTL = 60_000
 func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	m := &conn.Manifest
 	impl := &sdk.Implementation{Name: "switchboard/" + m.ID, Title: m.Name, Version: h.opts.Version}
-	s := sdk.NewServer(impl, &sdk.ServerOptions{
+	opts := &sdk.ServerOptions{
 		Instructions: m.Docs.LLMShortDescription,
 		// Resources and prompts: declared, none served yet (empty lists).
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{}, Prompts: &sdk.PromptCapabilities{}},
@@ -628,7 +628,18 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 			c.CacheScope = "private"
 			c.TTLMs = listTTL
 		},
-	})
+	}
+	if forwards(conn) {
+		// Subscriptions are the proxied server's (forwardSubscription).
+		opts.Capabilities.Resources.Subscribe = true
+		opts.SubscribeHandler = func(ctx context.Context, r *sdk.SubscribeRequest) error {
+			return h.forwardSubscription(ctx, r, "resources/subscribe", r.Params.URI)
+		}
+		opts.UnsubscribeHandler = func(ctx context.Context, r *sdk.UnsubscribeRequest) error {
+			return h.forwardSubscription(ctx, r, "resources/unsubscribe", r.Params.URI)
+		}
+	}
+	s := sdk.NewServer(impl, opts)
 	s.AddReceivingMiddleware(resourceNotFound)
 	cs := &connServer{key: key, impl: impl, srv: s, entities: map[string]*registry.Entity{}}
 	cs.statelessMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: impl})

@@ -200,6 +200,56 @@ func forwarded(req sdk.Request) func(context.Context, *sdk.ClientSession) (sdk.R
 	return nil
 }
 
+// forwardedBy returns who sends a forwarded request, to which instance,
+// and the call's log, as the middleware authenticated them.
+func (h *handler) forwardedBy(req sdk.Request) (*auth.Principal, *gateway.Target, gateway.CallLog, error) {
+	var (
+		p   *auth.Principal
+		t   *gateway.Target
+		log = gateway.NewCallLog(h.logger, nil)
+	)
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		p, _ = extra.TokenInfo.Extra[extraPrincipal].(*auth.Principal)
+		t, _ = extra.TokenInfo.Extra[extraTarget].(*gateway.Target)
+		if l, ok := extra.TokenInfo.Extra[extraLogger].(*gateway.CallLog); ok && l != nil {
+			log = *l
+		}
+	}
+	if p == nil || t == nil {
+		// Unreachable behind the middleware: refuse rather than call.
+		return nil, nil, log, &jsonrpc.Error{Code: CodeRefused, Message: "unauthorized: the call is not authenticated"}
+	}
+	return p, t, log.With(slog.String("agent", p.AgentID), slog.String("mode", t.Connector.Manifest.Type)), nil
+}
+
+// forwardSubscription answers resources/subscribe and unsubscribe (the
+// eras before 2026-07-28) of an instance proxying a server, through the
+// gateway like any forwarded request (validateAgent, audit): accepted
+// when the proxied server declares resource subscriptions, refused as it
+// would refuse otherwise. The proxied server is not subscribed itself:
+// on this stateless endpoint no stream outlives the request, so no update
+// could reach the caller (the same answer a stateless server gives).
+func (h *handler) forwardSubscription(ctx context.Context, req sdk.Request, method, uri string) error {
+	p, t, log, err := h.forwardedBy(req)
+	if err != nil {
+		return err
+	}
+	_, err = h.g.Forward(ctx, t, p, method, func(_ context.Context, s *sdk.ClientSession) (sdk.Result, error) {
+		if r := s.InitializeResult(); r == nil || r.Capabilities == nil || r.Capabilities.Resources == nil || !r.Capabilities.Resources.Subscribe {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the server does not support resource subscriptions"}
+		}
+		if uri == "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing uri"}
+		}
+		return nil, nil
+	})
+	if err != nil {
+		gateway.LogError(log, "forwarded "+method+" failed", err)
+		return forwardError(method, err, callerStateless(req))
+	}
+	return nil
+}
+
 // remoteTools is the receiving middleware of the server of an mcp_remote
 // or mcp_local connector: tools/list and tools/call, and resources
 // (list, templates, read), prompts (list, get) and completions go,
@@ -211,23 +261,10 @@ func (h *handler) remoteTools(next sdk.MethodHandler) sdk.MethodHandler {
 		if method != "tools/list" && method != "tools/call" && forwarded(req) == nil {
 			return next(ctx, method, req)
 		}
-		var (
-			p   *auth.Principal
-			t   *gateway.Target
-			log = gateway.NewCallLog(h.logger, nil)
-		)
-		if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
-			p, _ = extra.TokenInfo.Extra[extraPrincipal].(*auth.Principal)
-			t, _ = extra.TokenInfo.Extra[extraTarget].(*gateway.Target)
-			if l, ok := extra.TokenInfo.Extra[extraLogger].(*gateway.CallLog); ok && l != nil {
-				log = *l
-			}
+		p, t, log, err := h.forwardedBy(req)
+		if err != nil {
+			return nil, err
 		}
-		if p == nil || t == nil {
-			// Unreachable behind the middleware: refuse rather than call.
-			return nil, &jsonrpc.Error{Code: CodeRefused, Message: "unauthorized: the call is not authenticated"}
-		}
-		log = log.With(slog.String("agent", p.AgentID), slog.String("mode", t.Connector.Manifest.Type))
 		stateless := callerStateless(req)
 		ctx = mcprelay.WithCall(ctx, relayCall(ctx, req, stateless))
 		if fn := forwarded(req); fn != nil {
@@ -244,7 +281,9 @@ func (h *handler) remoteTools(next sdk.MethodHandler) sdk.MethodHandler {
 				gateway.LogError(log, "remote tools/list failed", err)
 				return nil, forwardError(method, err, stateless)
 			}
-			return &sdk.ListToolsResult{Tools: tools}, nil
+			res := &sdk.ListToolsResult{Tools: tools}
+			res.CacheScope, res.TTLMs = "private", listTTL
+			return res, nil
 		}
 		call, ok := req.(*sdk.CallToolRequest)
 		if !ok || call.Params == nil {

@@ -16,6 +16,7 @@
 // request is in flight on the session (the common case, always so for a
 // session used by one caller at a time) and dropped otherwise, so that a
 // log line of one caller's request never reaches another caller.
+//
 //lint:file-ignore SA1019 relays the logging feature SEP-2577 deprecates, which proxied servers still use
 package mcprelay
 
