@@ -40,9 +40,6 @@ const (
 	defaultLimit = 10
 	maxLimit     = 50
 	maxQuery     = 500
-	// mentionBoost multiplies the scores of an instance whose connector
-	// id, name or slug the query names ("post in Slack").
-	mentionBoost = 2.5
 	maxSummary   = 160
 )
 
@@ -105,6 +102,8 @@ type scored struct {
 	entity  *registry.Entity
 	action  *registry.Action
 	score   float64
+	// named: the query names the hit's connector or instance.
+	named bool
 }
 
 // catalog is the tenant endpoint's view of one agent's instances.
@@ -128,9 +127,10 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 	if err != nil {
 		return nil, err
 	}
-	var hits []scored
 	res := &SearchResult{}
 	matched := false
+	var chosen []*gateway.Target
+	var indexes []*Index
 	for _, t := range cat.targets {
 		m := &t.Connector.Manifest
 		if args.Connector != "" && strings.TrimPrefix(args.Connector, "connector:") != m.ID {
@@ -144,16 +144,20 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 			s.addUnavailable(res, t.Instance.Slug, m.ID, "not_indexed")
 			continue
 		}
-		boost := 1.0
-		if q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug) {
-			boost = mentionBoost
-		}
-		filter := func(_ *registry.Entity, a *registry.Action) bool {
-			return args.Safety != SafetyReadOnly || safetyOf(a.Op) == SafetyReadOnly
-		}
-		for _, h := range s.indexes.Of(t.Connector.Spec).Search(q, filter) {
+		chosen = append(chosen, t)
+		indexes = append(indexes, s.indexes.Of(t.Connector.Spec))
+	}
+	corpus := NewCorpus(q, indexes)
+	filter := func(_ *registry.Entity, a *registry.Action) bool {
+		return args.Safety != SafetyReadOnly || safetyOf(a.Op) == SafetyReadOnly
+	}
+	var hits []scored
+	for i, t := range chosen {
+		m := &t.Connector.Manifest
+		named := q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug)
+		for _, h := range indexes[i].Search(q, corpus, filter) {
 			hits = append(hits, scored{address: t.Instance.Slug + "." + h.Entity.Name + "." + h.Action.Name,
-				target: t, entity: h.Entity, action: h.Action, score: h.Score * boost})
+				target: t, entity: h.Entity, action: h.Action, score: h.Score, named: named})
 		}
 	}
 	for _, u := range cat.unavailable {

@@ -201,7 +201,7 @@ func TestTenantEndpoint(t *testing.T) {
 			t.Fatalf("tools = %v", names)
 		}
 
-		out, isErr := call(t, cs, "search", map[string]any{"query": "add a new person to the contacts"})
+		out, isErr := call(t, cs, "search", map[string]any{"query": "create a contact with an email and a name"})
 		if isErr || len(addresses(out)) == 0 || addresses(out)[0] != "crm.contacts.create" {
 			t.Fatalf("search = %v", out)
 		}

@@ -37,25 +37,30 @@ type posting struct {
 	tf  float64
 }
 
-// Field weights: a term counts this many times per occurrence.
+// Field weights: a term counts this many times per occurrence. The
+// values were chosen on testdata/eval.json (TestSearchQuality); the
+// entity name adds nothing there (compiled entity names repeat the
+// operation's words), so it is not indexed.
 const (
-	weightName        = 3
-	weightSummary     = 3
-	weightEntity      = 2
-	weightAction      = 2
-	weightParam       = 1
-	weightPath        = 1
-	weightDescription = 1
-	// descriptionTerms bounds how much of a long description is indexed:
-	// its opening says what the operation does, the rest is detail that
-	// drowns the ranking.
-	descriptionTerms = 60
+	weightName        = 3.0
+	weightSummary     = 3.0
+	weightAction      = 2.0
+	weightParam       = 1.0
+	weightPath        = 1.0
+	weightLead        = 5.0 // the path's last literal segment: the resource
+	weightDescription = 0.3
+	// descriptionTerms and summaryTerms bound how much of a long text is
+	// indexed: its opening says what the operation does, the rest is
+	// detail that drowns the ranking.
+	descriptionTerms = 30
+	summaryTerms     = 30
 )
 
-// BM25 parameters.
+// BM25 parameters; b is low because the field weights make documents
+// long by design.
 const (
 	bm25K1 = 1.2
-	bm25B  = 0.75
+	bm25B  = 0.3
 )
 
 // NewIndex indexes every action of spec.
@@ -82,11 +87,12 @@ func NewIndex(spec *registry.Spec) *Index {
 			op := a.Op
 			add(op.Name, weightName, 0)
 			add(op.ID, weightName, 0)
-			add(op.Summary, weightSummary, 0)
-			add(e.Name, weightEntity, 0)
+			add(op.Summary, weightSummary, summaryTerms)
 			add(a.Name, weightAction, 0)
-			add(methodWords[op.Method], weightAction, 0)
-			add(pathWords(op.Path), weightPath, 0)
+			add(verbOf(op), weightAction, 0)
+			lead, rest := pathWords(op.Path)
+			add(lead, weightLead, 0)
+			add(rest, weightPath, 0)
 			for _, p := range op.Params {
 				add(p.Name, weightParam, 0)
 			}
@@ -106,22 +112,46 @@ func NewIndex(spec *registry.Spec) *Index {
 	return ix
 }
 
-// methodWords are the verbs a user says for an HTTP method.
-var methodWords = map[string]string{
-	"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "update", "DELETE": "delete",
+// verbOf is what a user says for an operation, from its method and
+// whether its path ends with a parameter: listing a collection, getting
+// one item, creating in a collection, updating or deleting one.
+func verbOf(op *registry.Operation) string {
+	p := strings.TrimSuffix(op.Path, "/")
+	p, _, _ = strings.Cut(p, "#")
+	p, _, _ = strings.Cut(p, "?")
+	p = strings.TrimSuffix(p, ".json")
+	item := strings.HasSuffix(p, "}")
+	switch op.Method {
+	case "GET", "HEAD":
+		if item {
+			return "get"
+		}
+		return "list all"
+	case "POST":
+		if item {
+			return "update"
+		}
+		return "create"
+	case "PUT", "PATCH":
+		return "update"
+	case "DELETE":
+		return "delete"
+	}
+	return ""
 }
 
-// pathWords are a path's literal segments (its {params} left out).
-func pathWords(p string) string {
-	var b strings.Builder
+// pathWords are a path's literal segments (its {params} left out): the
+// last, which names the resource (or what is done to it), and the rest.
+func pathWords(p string) (lead, rest string) {
+	var lits []string
 	for _, seg := range strings.Split(p, "/") {
-		if strings.HasPrefix(seg, "{") {
+		if seg == "" || strings.HasPrefix(seg, "{") || seg == "v1" || seg == "2010-04-01" {
 			continue
 		}
-		b.WriteString(seg)
-		b.WriteByte(' ')
+		lits = append(lits, seg)
 	}
-	return b.String()
+	n := max(0, len(lits)-1)
+	return strings.Join(lits[n:], " "), strings.Join(lits[:n], " ")
 }
 
 // Hit is one scored action.
@@ -131,20 +161,54 @@ type Hit struct {
 	Score  float64
 }
 
-// Search scores every action holding a query term; filter, when set,
-// keeps only the actions it accepts. Hits are not sorted.
-func (ix *Index) Search(q Query, filter func(*registry.Entity, *registry.Action) bool) []Hit {
+// Corpus is the document statistics of the indexes one search runs
+// over: BM25's inverse document frequency and average length are the
+// union's, so that scores of connectors of very different sizes (14
+// operations or 500) compare.
+type Corpus struct {
+	docs   float64
+	length float64
+	df     map[string]float64
+}
+
+// NewCorpus sums the statistics of indexes for the terms of q; an index
+// listed twice (two instances of one connector) counts once.
+func NewCorpus(q Query, indexes []*Index) *Corpus {
+	c := &Corpus{df: map[string]float64{}}
+	seen := map[*Index]bool{}
+	for _, ix := range indexes {
+		if seen[ix] {
+			continue
+		}
+		seen[ix] = true
+		c.docs += float64(len(ix.docs))
+		c.length += ix.avgLen * float64(len(ix.docs))
+		for t := range q.weights {
+			c.df[t] += float64(len(ix.postings[t]))
+		}
+	}
+	return c
+}
+
+// Search scores every action holding a query term against the corpus;
+// filter, when set, keeps only the actions it accepts. Hits are not
+// sorted.
+func (ix *Index) Search(q Query, c *Corpus, filter func(*registry.Entity, *registry.Action) bool) []Hit {
 	scores := map[int]float64{}
-	n := float64(len(ix.docs))
+	if c == nil || c.docs == 0 {
+		c = NewCorpus(q, []*Index{ix})
+	}
+	avgLen := c.length / c.docs
 	for t, qw := range q.weights {
 		ps := ix.postings[t]
 		if len(ps) == 0 {
 			continue
 		}
-		idf := math.Log(1 + (n-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
+		df := c.df[t]
+		idf := math.Log(1 + (c.docs-df+0.5)/(df+0.5))
 		for _, p := range ps {
 			d := ix.docs[p.doc]
-			norm := p.tf * (bm25K1 + 1) / (p.tf + bm25K1*(1-bm25B+bm25B*d.length/ix.avgLen))
+			norm := p.tf * (bm25K1 + 1) / (p.tf + bm25K1*(1-bm25B+bm25B*d.length/avgLen))
 			scores[p.doc] += qw * idf * norm
 		}
 	}
@@ -164,6 +228,8 @@ func (ix *Index) Search(q Query, filter func(*registry.Entity, *registry.Action)
 type Query struct {
 	weights map[string]float64
 	words   []string
+	// raw are the query's words as written, lower-cased.
+	raw []string
 }
 
 // synonymWeight is what a synonym of a query word counts.
@@ -172,6 +238,7 @@ const synonymWeight = 0.4
 // ParseQuery splits text into terms and adds the synonyms of its verbs.
 func ParseQuery(text string) Query {
 	q := Query{weights: map[string]float64{}}
+	q.raw = strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' })
 	for _, t := range terms(text) {
 		q.words = append(q.words, t)
 		q.weights[t] = 1
@@ -189,15 +256,12 @@ func ParseQuery(text string) Query {
 // Empty reports whether the query has no term.
 func (q Query) Empty() bool { return len(q.words) == 0 }
 
-// Mentions reports whether the query names any of the words of text (a
-// connector's id or name, an instance's slug).
+// Mentions reports whether the query names text (a connector's id or
+// name, an instance's slug) as a whole word, case aside: "post in slack"
+// names Slack, "open a pull request" does not name OpenAI.
 func (q Query) Mentions(text string) bool {
-	for _, w := range terms(text) {
-		if contains(q.words, w) {
-			return true
-		}
-	}
-	return false
+	name := strings.ToLower(text)
+	return name != "" && contains(q.raw, name)
 }
 
 func contains(list []string, s string) bool {
@@ -213,11 +277,11 @@ func contains(list []string, s string) bool {
 // group brings the others into a query.
 var synonymGroups = [][]string{
 	{"create", "add", "new", "make", "open", "post", "start", "insert"},
-	{"delete", "remove", "erase", "destroy", "drop", "cancel", "revoke"},
+	{"delete", "remove", "erase", "destroy", "drop", "cancel", "revoke", "kick", "release"},
 	{"update", "change", "edit", "modify", "rename", "set", "patch"},
 	{"get", "retrieve", "fetch", "show", "view", "look", "read", "info", "detail"},
 	{"list", "all", "show", "every", "browse", "enumerate"},
-	{"search", "find", "query", "look", "filter"},
+	{"search", "find", "query", "filter"},
 	{"send", "post", "write", "message", "deliver"},
 	{"user", "member", "person", "people", "account"},
 	{"channel", "conversation", "room"},
@@ -253,6 +317,16 @@ var synonymGroups = [][]string{
 	{"schedule", "scheduled", "later"},
 	{"archive", "archived"},
 	{"merge", "combine"},
+	{"collaboration", "access"},
+	{"presence", "online", "away"},
+	{"reminder", "remind"},
+	{"snooze", "pause", "dnd"},
+	{"trash", "deleted"},
+	{"cost", "spend", "spent"},
+	{"me", "logged", "current"},
+	{"recent", "recently"},
+	{"media", "picture", "mms"},
+	{"dm", "direct"},
 }
 
 var synonyms = func() map[string][]string {
@@ -277,8 +351,8 @@ var synonyms = func() map[string][]string {
 var stopWords = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`a an the of to in on for from by with and or is are be it its this that these those
-		my our your their me we i you them us at as into about please can could would should will want need do does
-		so some any via using use which what who when where how there here than then just also only if not no`) {
+		my our your their we i you them us at as into about please can could would should will want need do does
+		so some any via using use up which what who when where how there here than then just also only if not no`) {
 		m[w] = true
 	}
 	return m
@@ -370,9 +444,14 @@ func (x *Indexes) Of(spec *registry.Spec) *Index {
 	return ix
 }
 
-// rank sorts hits by score, then by address for a stable order.
+// rank sorts hits: those of instances the query names first (a user
+// who says "in Slack" wants Slack), then by score, then by address for a
+// stable order.
 func rank(hits []scored) {
 	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].named != hits[j].named {
+			return hits[i].named
+		}
 		if hits[i].score != hits[j].score {
 			return hits[i].score > hits[j].score
 		}
