@@ -1,6 +1,8 @@
 // Package admission decides whether an agent call may go upstream now:
 // per tenant, instance, user and connector, a bound on the calls in flight
-// (concurrency) and a token bucket (golang.org/x/time/rate).
+// (concurrency) and a token bucket (golang.org/x/time/rate); and the
+// waits an upstream asked for (Retry-After, X-RateLimit-*, RateLimit-*),
+// per credential (Learn).
 //
 // The operator sets the defaults (Options.Defaults); a tenant's admins may
 // lower them for their tenant (Store). A refusal is a typed error:
@@ -83,6 +85,9 @@ type Controller struct {
 	mu      sync.Mutex
 	buckets map[bucketKey]*bucket
 	swept   time.Time
+
+	// upstream are the credentials upstreams told to wait (Learn).
+	upstream waits
 }
 
 type bucketKey struct {
@@ -117,6 +122,7 @@ func New(o Options) *Controller {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
+	c.upstream.until = map[credKey]time.Time{}
 	empty := map[string]Limits{}
 	c.limits.Store(&empty)
 	c.anyLimits.Store(!o.Defaults.IsZero())
@@ -200,6 +206,9 @@ func (c *Controller) Admit(ctx context.Context, call Call) (Ticket, error) {
 		return Ticket{}, nil
 	}
 	now := c.now()
+	if err := c.upstream.check(c, call, now); err != nil {
+		return Ticket{}, err
+	}
 	c.refresh(now)
 	var tk Ticket
 	if c.anyLimits.Load() {

@@ -34,3 +34,11 @@ func admissionCall(t *Target, p *auth.Principal) admission.Call {
 	}
 	return c
 }
+
+// learn hands an upstream answer to admission, which keeps the wait its
+// rate-limit headers ask for (per credential).
+func (g *Gateway) learn(t *Target, p *auth.Principal, resp *registry.Response) {
+	if g.admission != nil && p != nil {
+		g.admission.Learn(admissionCall(t, p), resp.Status, resp.Header)
+	}
+}

@@ -742,6 +742,9 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		}
 		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
 		g.metrics.Since(metrics.StepUpstream, sent)
+		if resp != nil {
+			g.learn(t, p, resp)
+		}
 		var ue *registry.UpstreamError
 		switch {
 		case resp != nil:
