@@ -2,7 +2,8 @@
 // per tenant, instance, user and connector, a bound on the calls in flight
 // (concurrency) and a token bucket (golang.org/x/time/rate); and the
 // waits an upstream asked for (Retry-After, X-RateLimit-*, RateLimit-*),
-// per credential (Learn).
+// per credential (Learn); and a fair share, across tenants, of the
+// budget of a central OAuth client.
 //
 // The operator sets the defaults (Options.Defaults); a tenant's admins may
 // lower them for their tenant (Store). A refusal is a typed error:
@@ -42,6 +43,13 @@ type Call struct {
 type Options struct {
 	// Defaults are the operator's limits of every tenant.
 	Defaults Limits
+	// Clients are the call budgets, in calls a second, of central OAuth
+	// clients by provider (mode oauthCentral), which their providers
+	// limit as a whole: each is shared fairly by the tenants using it.
+	Clients map[string]float64
+	// Window is the period of a central client's fair share (longer for
+	// a budget under 100 calls a window); 0 is DefaultWindow.
+	Window time.Duration
 	// Store holds the tenants' own limits; nil: the defaults only.
 	Store *Store
 	// Refresh is how often a replica reads the tenants' limits again
@@ -56,6 +64,7 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultRefresh = 10 * time.Second
+	DefaultWindow  = time.Second
 )
 
 // Scope names, as in the metrics' scope label.
@@ -88,6 +97,8 @@ type Controller struct {
 
 	// upstream are the credentials upstreams told to wait (Learn).
 	upstream waits
+	// clients are the central clients' fair shares, by provider.
+	clients map[string]*fairShare
 }
 
 type bucketKey struct {
@@ -112,6 +123,9 @@ type bucket struct {
 
 // New returns a controller.
 func New(o Options) *Controller {
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
 	if o.Refresh <= 0 {
 		o.Refresh = DefaultRefresh
 	}
@@ -123,6 +137,12 @@ func New(o Options) *Controller {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
 	c.upstream.until = map[credKey]time.Time{}
+	c.clients = map[string]*fairShare{}
+	for name, r := range o.Clients {
+		if r > 0 {
+			c.clients[name] = newFairShare(r, o.Window)
+		}
+	}
 	empty := map[string]Limits{}
 	c.limits.Store(&empty)
 	c.anyLimits.Store(!o.Defaults.IsZero())
@@ -215,6 +235,14 @@ func (c *Controller) Admit(ctx context.Context, call Call) (Ticket, error) {
 		var err error
 		if tk, err = c.admitLimits(ctx, call, c.Limits(call.Tenant), now); err != nil {
 			return Ticket{}, err
+		}
+	}
+	if call.Client != "" {
+		if fs := c.clients[call.Client]; fs != nil {
+			if err := c.admitClient(fs, call, now); err != nil {
+				tk.Done()
+				return Ticket{}, err
+			}
 		}
 	}
 	return tk, nil
