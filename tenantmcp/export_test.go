@@ -8,3 +8,9 @@ func SearchTargets(targets []*gateway.Target, args SearchArgs) (*SearchResult, e
 	s := &Server{indexes: NewIndexes(), tokens: newGuideTokens(nil, nil)}
 	return s.search(&catalog{targets: targets}, args, readGuides{})
 }
+
+// DescribeTarget runs the endpoint's describe over targets.
+func DescribeTarget(targets []*gateway.Target, address string) (*Description, error) {
+	s := &Server{indexes: NewIndexes(), tokens: newGuideTokens(nil, nil)}
+	return s.describe(&catalog{targets: targets}, DescribeArgs{Address: address})
+}
