@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/tracing"
 )
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -76,6 +77,9 @@ func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		}
 		if t := tenantOfPath(r.URL.Path); t != "" {
 			attrs = append(attrs, slog.String("tenant", t))
+		}
+		if tr := w.Header().Get(tracing.ResponseHeader); tr != "" {
+			attrs = append(attrs, slog.String("trace_id", tracing.TraceID(tr)))
 		}
 		logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})

@@ -35,6 +35,7 @@ import (
 	"github.com/switchboardhq/switchboard/registry/mcpremote"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
+	"github.com/switchboardhq/switchboard/tracing"
 )
 
 // Config wires a Gateway.
@@ -64,6 +65,9 @@ type Config struct {
 	// Metrics receives the calls' counts and step times; nil records
 	// nothing.
 	Metrics *metrics.Metrics
+	// Tracer records the calls' steps as spans; nil (tracing off) records
+	// nothing.
+	Tracer *tracing.Tracer
 	// Local runs the servers of mcp_local instances; nil serves none
 	// (connector_unavailable).
 	Local *mcplocal.Manager
@@ -98,6 +102,7 @@ type Gateway struct {
 	refusals   audit.RefusalLimit
 	remote     *http.Client
 	metrics    *metrics.Metrics
+	tracer     *tracing.Tracer
 	publicURL  string
 	local      *mcplocal.Manager
 	admission  *admission.Controller
@@ -177,6 +182,7 @@ func New(cfg Config) *Gateway {
 		audit:      cfg.Audit,
 		remote:     remote,
 		metrics:    cfg.Metrics,
+		tracer:     cfg.Tracer,
 		publicURL:  strings.TrimRight(cfg.PublicURL, "/"),
 		local:      cfg.Local,
 		admission:  cfg.Admission,
@@ -475,11 +481,17 @@ func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, in
 	p, err := g.Authenticate(ctx, r, tenantSlug)
 	resolved := time.Now()
 	g.metrics.Step(metrics.StepAuthenticate, resolved.Sub(start))
+	if g.tracer != nil {
+		g.tracer.Step(ctx, "authenticate", start, resolved, errorCode(err))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	t, err := g.Resolve(ctx, tenantSlug, instanceSlug)
 	g.metrics.Since(metrics.StepResolve, resolved)
+	if g.tracer != nil {
+		g.tracer.Step(ctx, "resolve", resolved, time.Now(), errorCode(err))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -622,6 +634,13 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 	}
 	g.logRefusal(t, err)
 	g.count(ctx, t, start, err)
+	if g.tracer != nil && t != nil {
+		code := errorCode(err)
+		if code == "" {
+			code = "ok"
+		}
+		g.tracer.Outcome(ctx, t.Instance.ConnectorID, code)
+	}
 	if record != nil {
 		tool, action := g.toolAction(t, op)
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
@@ -737,15 +756,37 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		applier, err := g.buildAppAuth(ctx, t, c, p)
 		sent := time.Now()
 		g.metrics.Step(metrics.StepCredentials, sent.Sub(start))
+		if g.tracer != nil {
+			g.tracer.Step(ctx, "credentials", start, sent, errorCode(err))
+		}
 		if err != nil {
 			return nil, err
 		}
-		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
+		var header http.Header
+		var traced func(status int, code string)
+		if g.tracer != nil {
+			// The upstream gets the call's traceparent only when its
+			// connector allows it (propagate_trace).
+			if t.Connector.Manifest.PropagateTrace {
+				header = http.Header{}
+			}
+			traced = g.tracer.Upstream(ctx, header, header != nil)
+		}
+		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier, Header: header})
 		g.metrics.Since(metrics.StepUpstream, sent)
 		if resp != nil {
 			g.learn(t, p, resp)
 		}
 		var ue *registry.UpstreamError
+		if traced != nil {
+			status := 0
+			if resp != nil {
+				status = resp.Status
+			} else if errors.As(err, &ue) {
+				status = ue.Status
+			}
+			traced(status, errorCode(err))
+		}
 		switch {
 		case resp != nil:
 			g.metrics.Upstream(resp.Status)
@@ -765,6 +806,14 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		redact(c.redactor(applier), resp, err)
 		return resp, err
 	}
+}
+
+// errorCode is err's code, "" for no error.
+func errorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	return switchboard.CodeOf(err)
 }
 
 // logRefusal warns when the egress guard refused the upstream of t: the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
+	"github.com/switchboardhq/switchboard/tracing"
 )
 
 // What the agent-path transports (MCP, App mode, the OAuth connect pages)
@@ -28,7 +29,10 @@ const MaxBodyBytes = 1 << 20
 // agent-path lines join the server's request line.
 func RequestLogger(logger *slog.Logger, w http.ResponseWriter) *slog.Logger {
 	if id := w.Header().Get(switchboard.RequestIDHeader); id != "" {
-		return logger.With("request_id", id)
+		logger = logger.With("request_id", id)
+	}
+	if tr := w.Header().Get(tracing.ResponseHeader); tr != "" {
+		logger = logger.With("trace_id", tracing.TraceID(tr))
 	}
 	return logger
 }
@@ -46,20 +50,29 @@ type CallLog struct {
 }
 
 // NewCallLog returns the log of a request on the agent path: logger with
-// the request's id (as RequestLogger; none when w is nil) and attrs.
+// the request's id and, when the request is traced, its trace id (as
+// RequestLogger; none when w is nil) and attrs.
 func NewCallLog(logger *slog.Logger, w http.ResponseWriter, attrs ...slog.Attr) CallLog {
 	l := CallLog{base: logger}
-	var id string
+	var id, traced string
 	if w != nil {
-		id = w.Header().Get(switchboard.RequestIDHeader)
+		h := w.Header()
+		id = h.Get(switchboard.RequestIDHeader)
+		traced = h.Get(tracing.ResponseHeader)
 	}
 	n := len(attrs)
 	if id != "" {
 		n++
 	}
+	if traced != "" {
+		n++
+	}
 	l.attrs = make([]slog.Attr, 0, n+4)
 	if id != "" {
 		l.attrs = append(l.attrs, slog.String("request_id", id))
+	}
+	if traced != "" {
+		l.attrs = append(l.attrs, slog.String("trace_id", tracing.TraceID(traced)))
 	}
 	l.attrs = append(l.attrs, attrs...)
 	return l

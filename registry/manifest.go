@@ -47,6 +47,11 @@ type Manifest struct {
 	// filled from the instance's fields, so that the URL itself is a row of
 	// the instance, never code. Empty means the description's first server.
 	BaseURL string `json:"base_url,omitempty"`
+	// PropagateTrace lets the upstream requests of the connector's calls
+	// carry the call's W3C traceparent when tracing is on. Off by default:
+	// a trace id sent to a third party tells it which calls belong
+	// together.
+	PropagateTrace bool `json:"propagate_trace,omitempty"`
 
 	// Verify is how an instance's configuration is tested before it is
 	// saved; nil means instances are activated without a test.

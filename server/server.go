@@ -45,6 +45,7 @@ import (
 	"github.com/switchboardhq/switchboard/signin"
 	"github.com/switchboardhq/switchboard/tenantmcp"
 	"github.com/switchboardhq/switchboard/tenants"
+	"github.com/switchboardhq/switchboard/tracing"
 	"github.com/switchboardhq/switchboard/verify"
 )
 
@@ -125,6 +126,9 @@ type Config struct {
 	// of rotation while it still answers, so that no request meets a
 	// closed port.
 	ShutdownDelay time.Duration
+	// OTLPEndpoint, when set, turns tracing on: the spans of agent calls
+	// go to this OTLP/HTTP traces URL (package tracing).
+	OTLPEndpoint string
 	// AuditRetentionDays is how long audit rows are kept (0:
 	// audit.DefaultRetentionDays); Listen deletes older ones hourly.
 	AuditRetentionDays int
@@ -173,6 +177,7 @@ type Server struct {
 	local      *mcplocal.Manager
 	metrics    *metrics.Metrics
 	admission  *admission.Controller
+	tracer     *tracing.Tracer
 	// shuttingDown is set when Serve's context is done: /readyz answers
 	// 503 from then on.
 	shuttingDown atomic.Bool
@@ -307,6 +312,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		// The defaults apply until a later read succeeds.
 		logger.Warn("reading the tenants' call limits", "err", err.Error())
 	}
+	if s.tracer, err = tracing.New(cfg.OTLPEndpoint, serviceVersion()); err != nil {
+		return nil, err
+	}
 	gw := gateway.New(gateway.Config{
 		Tenants:    tenantSvc,
 		Catalog:    cat,
@@ -321,6 +329,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		CacheBudget:  cfg.CacheBudget * 3 / 4,
 		CacheTTL:     cfg.CacheTTL,
 		Metrics:      s.metrics,
+		Tracer:       s.tracer,
 		PublicURL:    cfg.PublicURL,
 		Local:        s.local,
 		Admission:    s.admission,
@@ -420,8 +429,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	pages.Mount(root)
 	// People's sign-in pages (the handler routes by method and path).
 	root.Any(signin.Prefix+"*", serve(s.signin.ServeHTTP))
-	s.handler = api.RequestLog(logger, root)
+	// The trace's span starts before the request line is written, so that
+	// the line carries the trace id.
+	s.handler = s.tracer.Middleware(api.RequestLog(logger, root))
 	return s, nil
+}
+
+// serviceVersion is the module version of the binary, for the spans'
+// resource ("(devel)" for a build from a checkout).
+func serviceVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return "unknown"
 }
 
 // LoadCatalog loads the catalog of cfg: from an https:// URL (cached under the
@@ -670,6 +690,9 @@ func (s *Server) Close() error {
 	defer cancel()
 	s.local.Close()
 	s.audit.Close(ctx)
+	if err := s.tracer.Shutdown(ctx); err != nil {
+		s.logger.Warn("exporting the last spans", "err", err.Error())
+	}
 	return nil
 }
 

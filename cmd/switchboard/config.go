@@ -118,6 +118,8 @@ type config struct {
 	// MetricsAddr, when set, serves /metrics there without
 	// authentication.
 	MetricsAddr string `json:"metrics_addr"`
+	// OTLPEndpoint, when set, turns tracing on (server.Config.OTLPEndpoint).
+	OTLPEndpoint string `json:"otlp_endpoint"`
 
 	// cmd is the command the configuration was read for; it selects the
 	// settings that are validated and printed.

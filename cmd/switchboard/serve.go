@@ -44,6 +44,7 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 		MCPScopes:            c.MCPScopes,
 		ShutdownTimeout:      c.ShutdownTimeout,
 		ShutdownDelay:        c.ShutdownDelay,
+		OTLPEndpoint:         c.OTLPEndpoint,
 		CacheBudget:          int64(c.CacheBudgetMB) << 20,
 		CacheTTL:             c.CacheTTL,
 		Local: mcplocal.Config{PerTenant: c.LocalPerTenant, Total: c.LocalTotal, IdleTimeout: c.LocalIdleTimeout,

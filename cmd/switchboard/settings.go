@@ -185,6 +185,8 @@ var settings = []setting{
 		help: "loopback host:port serving the Go profiler (net/http/pprof)", field: func(c *config) any { return &c.DebugAddr }},
 	{flag: "metrics-addr", env: "SWITCHBOARD_METRICS_ADDR", defDoc: "off: /metrics on the main listener, with an operator token", cmds: cmdServe,
 		help: "host:port serving /metrics (Prometheus) without authentication, for a scraper on a private network; the main listener's /metrics always needs an operator token", field: func(c *config) any { return &c.MetricsAddr }},
+	{flag: "otlp-endpoint", env: "SWITCHBOARD_OTLP_ENDPOINT", defDoc: "off: no tracing", cmds: cmdServe,
+		help: "OpenTelemetry tracing: the OTLP/HTTP traces URL (http://collector:4318/v1/traces) receiving a span per agent call and per step (authenticate, resolve, credentials, upstream), parented on the caller's W3C traceparent; upstreams get the traceparent only when their connector sets propagate_trace", field: func(c *config) any { return &c.OTLPEndpoint }},
 }
 
 // key is the setting's name in the start-up printout.

@@ -72,6 +72,7 @@ var samples = map[string]string{
 	"SWITCHBOARD_MCP_SCOPES":                "mcp.read",
 	"SWITCHBOARD_SHUTDOWN_TIMEOUT":          "42s",
 	"SWITCHBOARD_SHUTDOWN_DELAY":            "4s",
+	"SWITCHBOARD_OTLP_ENDPOINT":             "http://collector.example.test:4318/v1/traces",
 	"SWITCHBOARD_CACHE_BUDGET_MB":           "512",
 	"SWITCHBOARD_CACHE_TTL":                 "7m",
 	"SWITCHBOARD_LOCAL_PER_TENANT":          "9",
