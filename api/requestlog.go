@@ -51,9 +51,13 @@ func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		if !requestIDPattern.MatchString(id) {
 			id = switchboard.NewID("req_")
 		}
-		w.Header().Set(switchboard.RequestIDHeader, id)
-		ctx := context.WithValue(r.Context(), loggerKey, &requestLogger{base: logger, id: id})
-		rec := &recorder{ResponseWriter: w}
+		// One allocation for the request's logger, its recorder and the
+		// id header's value (the key is canonical: no Set needed).
+		st := &requestState{requestLogger: requestLogger{base: logger, id: id}, recorder: recorder{ResponseWriter: w}}
+		st.idValue[0] = id
+		w.Header()[switchboard.RequestIDHeader] = st.idValue[:]
+		ctx := context.WithValue(r.Context(), loggerKey, &st.requestLogger)
+		rec := &st.recorder
 		next.ServeHTTP(rec, r.WithContext(ctx))
 
 		status := rec.status
@@ -67,14 +71,14 @@ func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		if !logger.Enabled(ctx, slog.LevelInfo) {
 			return
 		}
-		attrs := []slog.Attr{
+		attrs := make([]slog.Attr, 0, 7)
+		attrs = append(attrs,
 			slog.String("request_id", id),
 			slog.String("method", r.Method),
 			slog.String("path", path),
 			slog.Int("status", status),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-			slog.Int64("bytes", rec.bytes),
-		}
+			slog.Int64("bytes", rec.bytes))
 		if t := tenantOfPath(r.URL.Path); t != "" {
 			attrs = append(attrs, slog.String("tenant", t))
 		}
@@ -101,6 +105,13 @@ func tenantOfPath(p string) string {
 		return ""
 	}
 	return t
+}
+
+// requestState is what RequestLog keeps for a request.
+type requestState struct {
+	requestLogger
+	recorder
+	idValue [1]string
 }
 
 // recorder remembers the status and counts the bytes of a response. It
