@@ -77,6 +77,8 @@ type config struct {
 	LimitInstance  string `json:"limit_instance"`
 	LimitUser      string `json:"limit_user"`
 	LimitConnector string `json:"limit_connector"`
+	// CentralClientBudgets are provider=rate pairs (admission.Options.Clients).
+	CentralClientBudgets []string `json:"central_client_budgets"`
 
 	// MCPAllowedOrigins are the browser origins allowed to call MCP
 	// endpoints (besides PublicURL's); another present Origin gets 403.
@@ -343,6 +345,9 @@ func (c *config) validateServe() []error {
 	if _, err := c.limits(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.clientBudgets(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.AuthFailuresPerMinute < 0 {
 		errs = append(errs, errors.New("--auth-failures-per-minute must not be negative (0 turns the limit off)"))
 	}
@@ -395,4 +400,22 @@ func (c *config) limits() (admission.Limits, error) {
 		*f.into = l
 	}
 	return ls, nil
+}
+
+// clientBudgets are the central clients' budgets of
+// --central-client-budgets, in calls a second by provider.
+func (c *config) clientBudgets() (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, pair := range c.CentralClientBudgets {
+		provider, rate, ok := strings.Cut(pair, "=")
+		if !ok || strings.TrimSpace(provider) == "" {
+			return nil, fmt.Errorf("--central-client-budgets: %q is not provider=rate", pair)
+		}
+		r, err := admission.ParseRate(rate)
+		if err != nil {
+			return nil, fmt.Errorf("--central-client-budgets: %w", err)
+		}
+		out[strings.TrimSpace(provider)] = r
+	}
+	return out, nil
 }

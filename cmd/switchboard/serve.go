@@ -23,6 +23,7 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 	domains, _ := c.oidcDomains() // validated at start
 	issuers, _ := c.oidcIssuers()
 	limits, _ := c.limits()
+	budgets, _ := c.clientBudgets()
 	return server.Config{
 		DB:                   db,
 		DataDir:              c.DataDir,
@@ -54,7 +55,7 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 		AuditRetentionDays: c.AuditRetentionDays,
 		OIDCIssuers:        issuers,
 		OIDCDomains:        domains,
-		Admission:          admission.Options{Defaults: limits},
+		Admission:          admission.Options{Defaults: limits, Clients: budgets},
 		Audit: audit.WriterOptions{Buffer: c.AuditMemoryRows, SpoolDir: c.AuditSpoolDir,
 			SpoolRows: int64(c.AuditSpoolRows), AtFull: audit.AtFull(c.AuditAtFull), JournalSync: journalSync(c.AuditJournalSync)},
 		Logger: logger,

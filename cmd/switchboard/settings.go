@@ -163,6 +163,8 @@ var settings = []setting{
 		help: "call limits of each user of an app instance (the user the call acts as), as --limit-tenant", field: func(c *config) any { return &c.LimitUser }},
 	{flag: "limit-connector", env: "SWITCHBOARD_LIMIT_CONNECTOR", def: "off", cmds: cmdServe,
 		help: "call limits of each connector across all tenants, as --limit-tenant (the operator's only)", field: func(c *config) any { return &c.LimitConnector }},
+	{flag: "central-client-budgets", env: "SWITCHBOARD_CENTRAL_CLIENT_BUDGETS", defDoc: "none", cmds: cmdServe,
+		help: "comma-separated provider=rate[/s|/m|/h] pairs: the call budget of a central OAuth client (mode oauthCentral) that its provider limits as a whole, shared fairly by the tenants using it (per replica: divide by the number of replicas)", field: func(c *config) any { return &c.CentralClientBudgets }},
 	{flag: "trusted-proxies", env: "SWITCHBOARD_TRUSTED_PROXIES", defDoc: "none: the source is the remote address", cmds: cmdServe,
 		help: "comma-separated addresses or CIDR ranges of the proxies in front of the server; from them X-Forwarded-For names the source of a failed authentication (list them, or every client behind a proxy shares its address)", field: func(c *config) any { return &c.TrustedProxies }},
 	{flag: "shutdown-delay", env: "SWITCHBOARD_SHUTDOWN_DELAY", def: "0s", cmds: cmdServe,
