@@ -114,6 +114,12 @@ var errorCodes = map[string]CodeSpec{
 	"operator_token_not_found":   {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"invalid_admin_token":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
+	// MCP Resources (package knowledge): a caller that may not read
+	// resources (an agent, an untrusted caller, no credential beyond the
+	// profile), and a targetUserId a caller may not give (ignored, audited).
+	"reader_not_allowed":  {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"target_user_ignored": {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+
 	// The call path: tools, operations, the app's upstream credentials.
 	"invalid_arguments":  {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCInvalidParams},
 	"unknown_operation":  {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams},

@@ -115,6 +115,16 @@ func (c *Callers) CheckTarget(ctx context.Context, p *Principal) error {
 	return c.checkNamed(ctx, p, p.TargetUserID)
 }
 
+// CheckMember accepts user when it is a member of p's tenant (or one of
+// p's caller's external subjects): the check a signed-in person reading
+// MCP Resources with their own grant passes.
+func (c *Callers) CheckMember(ctx context.Context, p *Principal, user string) error {
+	if user == "" {
+		return errUserNotMember
+	}
+	return c.checkNamed(ctx, p, user)
+}
+
 // checkNamed accepts user when it is empty, one of the caller's external
 // subjects, or a member of the tenant.
 func (c *Callers) checkNamed(ctx context.Context, p *Principal, user string) error {

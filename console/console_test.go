@@ -223,11 +223,11 @@ func TestCatalogFilters(t *testing.T) {
 		want  []string
 		text  string
 	}{
-		{"", []string{"clock", "github", "ntfy", "slack"}, "4 of 4 connectors"},
-		{"q=pull+requests", []string{"github"}, "1 of 4 connectors"},
+		{"", []string{"clock", "github", "ntfy", "slack", "webdav"}, "5 of 5 connectors"},
+		{"q=pull+requests", []string{"github"}, "1 of 5 connectors"},
 		{"q=GITHUB+issues", []string{"github"}, ""},
 		{"tag=chat", []string{"slack"}, `<option value="chat" selected>`},
-		{"type=openapi", []string{"github", "slack"}, `<option value="openapi" selected>REST API</option>`},
+		{"type=openapi", []string{"github", "slack", "webdav"}, `<option value="openapi" selected>REST API</option>`},
 		{"type=mcp_remote", nil, "No connector matches"},
 		{"type=mcp_local", []string{"clock", "ntfy"}, ""},
 		{"q=" + url.QueryEscape(`"><script>x</script>`), nil, "&#34;&gt;&lt;script&gt;x&lt;/script&gt;"},

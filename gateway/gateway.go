@@ -617,6 +617,23 @@ func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) 
 // token is dropped and the call retried once with a new one. Every call
 // is audited.
 func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
+	return g.callAudited(ctx, t, p, op, args, true)
+}
+
+// CallResource is Call for an MCP Resource flow (package knowledge): the
+// agent allowlist does not apply, because nobody in a Resource flow is an
+// agent; the MCP endpoint's resource guard decided who may read (a
+// member, or a trusted knowledge-sync caller for a member or the
+// instance). Everything else is Call's: targetUserId checked, the
+// subject's credentials, egress guard, redaction, audit row.
+func (g *Gateway) CallResource(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
+	if p == nil {
+		return nil, switchboard.E(switchboard.ErrUnauthorized, "unauthorized", "the call is not authenticated")
+	}
+	return g.callAudited(ctx, t, p, op, args, false)
+}
+
+func (g *Gateway) callAudited(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any, agent bool) (*registry.Response, error) {
 	start := time.Now()
 	var record func(audit.Entry)
 	if g.audit != nil && p != nil && t != nil {
@@ -629,7 +646,7 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 	tk, err := g.admit(ctx, t, p)
 	var resp *registry.Response
 	if err == nil {
-		resp, err = g.call(ctx, t, p, op, args)
+		resp, err = g.call(ctx, t, p, op, args, agent)
 		tk.Done()
 	}
 	g.logRefusal(t, err)
@@ -731,9 +748,15 @@ func (g *Gateway) Refused(ctx context.Context, tenantSlug, instanceSlug string, 
 	}
 }
 
-func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
-	if err := validateAgent(p, t); err != nil {
+func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any, agent bool) (*registry.Response, error) {
+	if agent {
+		if err := validateAgent(p, t); err != nil {
+			return nil, err
+		}
+	} else if err := identityText(p); err != nil {
 		return nil, err
+	} else if p.Tenant != t.Instance.TenantID {
+		return nil, switchboard.E(switchboard.ErrForbidden, "forbidden", "the caller belongs to another workspace")
 	}
 	// A targetUserId must name a member (or an external subject of the
 	// caller).

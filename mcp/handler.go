@@ -34,6 +34,7 @@ import (
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
+	"github.com/switchboardhq/switchboard/knowledge"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/mcplocal"
 	"github.com/switchboardhq/switchboard/registry/mcpremote"
@@ -90,6 +91,8 @@ const (
 	extraTarget    = "switchboard.target"
 	extraLogger    = "switchboard.logger"
 	extraSurface   = "switchboard.surface"
+	// extraAuthorized is the whole *authorized (Resource flows read it).
+	extraAuthorized = "switchboard.authorized"
 )
 
 type handler struct {
@@ -168,11 +171,16 @@ type authorized struct {
 	log       gateway.CallLog
 	// surface names the MCP protocol version in the calls' metrics.
 	surface *gateway.Surface
+	// person and source are set for a Resource flow (resources.go): the
+	// principal is a signed-in person's access token (principal nil: no
+	// credential at all), reading the knowledge source.
+	person bool
+	source *knowledge.Source
 }
 
 // extra is the TokenInfo.Extra map tool handlers read.
 func (a *authorized) extra() map[string]any {
-	return map[string]any{extraPrincipal: a.principal, extraTarget: a.target, extraLogger: &a.log, extraSurface: a.surface}
+	return map[string]any{extraPrincipal: a.principal, extraTarget: a.target, extraLogger: &a.log, extraSurface: a.surface, extraAuthorized: a}
 }
 
 type authorizedKey struct{}
@@ -184,6 +192,10 @@ func verifyFromContext(ctx context.Context, _ string, _ *http.Request) (*sdkauth
 	a, ok := ctx.Value(authorizedKey{}).(*authorized)
 	if !ok {
 		return nil, sdkauth.ErrInvalidToken
+	}
+	if a.principal == nil || a.principal.Caller == nil {
+		// An anonymous Resource request (resources.go).
+		return &sdkauth.TokenInfo{Extra: a.extra()}, nil
 	}
 	return &sdkauth.TokenInfo{UserID: string(a.principal.Caller.ID), Extra: a.extra()}, nil
 }
@@ -368,6 +380,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if h.resourceFlow(w, r, log, tenantSlug, instanceSlug, body) {
+		return
+	}
 	ctx := r.Context()
 	p, t, err := h.authorize(ctx, r, tenantSlug, instanceSlug)
 	if err != nil {
@@ -640,6 +655,15 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		}
 	}
 	s := sdk.NewServer(impl, opts)
+	src, err := knowledge.Of(conn)
+	if err != nil {
+		h.logger.Warn("knowledge section left out: it is not valid", "connector", m.ID, "err", err)
+	}
+	if src != nil {
+		// Inside resourceNotFound, which gives its not-found the
+		// client's code.
+		s.AddReceivingMiddleware(h.knowledgeMiddleware(src))
+	}
 	s.AddReceivingMiddleware(resourceNotFound)
 	cs := &connServer{key: key, impl: impl, srv: s, entities: map[string]*registry.Entity{}}
 	cs.statelessMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: impl})
@@ -658,6 +682,13 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		tool := e.MCPTool()
 		s.AddTool(tool, th)
 		cs.entities[e.Name] = e
+	}
+	if src != nil {
+		s.AddTool(knowledgeTool(src), func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			// Reached only through the agent path: agents do not read.
+			return errorResult(switchboard.E(switchboard.ErrForbidden, "reader_not_allowed",
+				"the access check is for knowledge sync services, not agents")), nil
+		})
 	}
 	return cs
 }

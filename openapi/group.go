@@ -20,6 +20,10 @@ import (
 //	{"entities": {"issues": {"description": "...", "actions": {"list": "issues/list-for-repo"}}}}
 type Mapping struct {
 	Entities map[string]MappedEntity `json:"entities"`
+	// Knowledge, when set, declares the connector a knowledge source: its
+	// document hierarchy served as MCP Resources. The compiler keeps it as
+	// is; package knowledge reads and checks it.
+	Knowledge json.RawMessage `json:"knowledge,omitempty"`
 }
 
 // MappedEntity is one entity of a Mapping: Actions maps an action name to
@@ -73,6 +77,9 @@ func (c *compiler) group(m *Mapping) ([]*registry.Entity, *Mapping) {
 	slices.SortFunc(groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
 
 	chosen := &Mapping{Entities: map[string]MappedEntity{}}
+	if m != nil {
+		chosen.Knowledge = m.Knowledge
+	}
 	ids := c.idCounts()
 	entities := make([]*registry.Entity, 0, len(groups))
 	for _, g := range groups {
