@@ -61,6 +61,10 @@ func (a *AppAuth) Build(ctx context.Context, in ModeInput) (registry.Applier, er
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "no instance to authenticate")
 	}
 	mode := in.Instance.AuthMode
+	if mode == "" && in.Manifest.Auth.Type == "none" {
+		// A public API: nothing to send.
+		return noCredentials{}, nil
+	}
 	a.mu.RLock()
 	f := a.modes[mode]
 	a.mu.RUnlock()
@@ -68,8 +72,18 @@ func (a *AppAuth) Build(ctx context.Context, in ModeInput) (registry.Applier, er
 		return nil, switchboard.E(switchboard.ErrUnavailable, "auth_mode_not_available",
 			"auth mode %q is not available on this server yet", truncate(mode, 40))
 	}
-	return f(ctx, in)
+	ap, err := f(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return withSchemes(mode, ap, in), nil
 }
+
+// noCredentials is the Applier of a connector whose API takes no
+// credentials.
+type noCredentials struct{}
+
+func (noCredentials) Apply(*http.Request) error { return nil }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -300,6 +300,9 @@ func (g *Gateway) toolAction(t *Target, op *registry.Operation) (string, string)
 type credentials struct {
 	fields  map[string]secrets.Secret
 	baseURL string
+	// servers are the URLs of the operation-level servers
+	// (registry.ServerURLs).
+	servers map[string]string
 	// red redacts the secret fields; a call adds the credentials auth
 	// puts in play (redactor).
 	red *secrets.Redactor
@@ -605,7 +608,7 @@ func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) 
 	if m.BaseURL == "" && conn.Spec != nil && len(conn.Spec.Servers) > 0 {
 		base = conn.Spec.Servers[0]
 	}
-	return &credentials{fields: fields, baseURL: base, red: registry.NewRedactor(m, fields)}
+	return &credentials{fields: fields, baseURL: base, servers: registry.ServerURLs(m, fields), red: registry.NewRedactor(m, fields)}
 }
 
 // Call runs validateAgent again (defence in depth), builds the instance's
@@ -795,7 +798,7 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 			}
 			traced = g.tracer.Upstream(ctx, header, header != nil)
 		}
-		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier, Header: header})
+		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Servers: c.servers, Args: args, Credentials: applier, Header: header})
 		g.metrics.Since(metrics.StepUpstream, sent)
 		if resp != nil {
 			g.learn(t, p, resp)

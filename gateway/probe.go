@@ -76,7 +76,7 @@ func (g *Gateway) probe(ctx context.Context, t *Target, c *credentials, p *auth.
 	applier, err := g.buildAppAuth(ctx, t, c, p)
 	if err == nil {
 		var resp *registry.Response
-		resp, err = g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Args: args, Credentials: applier})
+		resp, err = g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Servers: c.servers, Args: args, Credentials: applier})
 		redact(c.redactor(applier), resp, err)
 		if err == nil {
 			details["status"] = resp.Status

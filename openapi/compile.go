@@ -233,6 +233,7 @@ func (c *compiler) build(path, method string, item *openapi3.PathItem, op *opena
 	if len(servers) > 0 && (len(c.servers) == 0 || servers[0] != c.servers[0]) {
 		o.Server = servers[0]
 	}
+	o.Security = c.security(op)
 
 	input := &jsonschema.Schema{
 		Type:                 "object",

@@ -142,11 +142,13 @@ func manifest(doc *openapi3.T, id, specFile, desc string) (*registry.Manifest, e
 	auth, fields := authFields(doc, prefix, id)
 	m.Auth = auth
 	m.Env = append(fields, m.Env...)
-	switch auth.Type {
-	case "api_key":
-		m.Requires = []string{"API_KEY"}
-	case "oauth2":
-		m.Requires = []string{"OAUTH"}
+	opFields, servers := operationServerFields(doc, prefix, m.Env)
+	m.Env, m.Servers = append(m.Env, opFields...), servers
+	if auth.Field != "" && auth.Type != "password" {
+		m.Requires = append(m.Requires, "API_KEY")
+	}
+	if auth.Type == "oauth2" {
+		m.Requires = append(m.Requires, "OAUTH")
 	}
 	if apiVersion != "" && apiVersion != version {
 		m.Docs.LLMShortDescription = strings.TrimSpace(truncate(m.Docs.LLMShortDescription, 560) + " (API version " + truncate(apiVersion, 30) + ")")
@@ -228,17 +230,23 @@ func serverFields(servers openapi3.Servers, prefix string) ([]registry.Field, st
 			continue
 		}
 		fn := prefix + "_" + strings.ToUpper(snake(name, 40))
-		d := strings.TrimSpace(v.Description)
-		if len(v.Enum) > 0 {
-			d = strings.TrimSpace(d + " One of: " + strings.Join(v.Enum, ", ") + ".")
-		}
-		if d == "" {
-			d = "The server variable " + name + " of the API's base URL."
-		}
-		fields = append(fields, registry.Field{Name: fn, Label: name, Default: v.Default, Description: truncate(d, 500), Required: v.Default == ""})
+		fields = append(fields, variableField(fn, name, v, "the API's base URL"))
 		base = strings.ReplaceAll(base, "{"+name+"}", "{ENV:"+fn+"}")
 	}
 	return fields, base
+}
+
+// variableField is the field fn of the server variable name of the
+// server where.
+func variableField(fn, name string, v *openapi3.ServerVariable, where string) registry.Field {
+	d := strings.TrimSpace(v.Description)
+	if len(v.Enum) > 0 {
+		d = strings.TrimSpace(d + " One of: " + strings.Join(v.Enum, ", ") + ".")
+	}
+	if d == "" {
+		d = "The server variable " + name + " of " + where + "."
+	}
+	return registry.Field{Name: fn, Label: name, Default: v.Default, Description: truncate(d, 500), Required: v.Default == ""}
 }
 
 // schemeRank orders security schemes by preference: a bearer token, an
@@ -257,50 +265,6 @@ func schemeRank(s *openapi3.SecurityScheme) int {
 		return 4
 	}
 	return 5
-}
-
-// authFields derives the manifest's auth section and the fields holding
-// credentials from the description's preferred security scheme.
-//
-// An OAuth 2 connector names the platform provider by slug only (the
-// connector id, lower case): endpoints and client ids live in the
-// platform's provider registry, never in a manifest.
-func authFields(doc *openapi3.T, prefix, provider string) (registry.Auth, []registry.Field) {
-	var schemes openapi3.SecuritySchemes
-	if doc.Components != nil {
-		schemes = doc.Components.SecuritySchemes
-	}
-	var best *openapi3.SecurityScheme
-	for _, name := range sortedKeys(schemes) {
-		if r := schemes[name]; r != nil && r.Value != nil && schemeRank(r.Value) < 5 {
-			if best == nil || schemeRank(r.Value) < schemeRank(best) {
-				best = r.Value
-			}
-		}
-	}
-	if best == nil {
-		return registry.Auth{Type: "none", Modes: []string{}}, nil
-	}
-	token := prefix + "_TOKEN"
-	switch schemeRank(best) {
-	case 0:
-		return registry.Auth{Type: "api_key", Modes: []string{registry.ModeAPIKey, registry.ModeAccessToken}, Delivery: "header",
-				Param: "Authorization", Format: "Bearer {SECRET:" + token + "}", Field: token, TokenField: token},
-			[]registry.Field{{Name: token, Label: "API token", Required: true, Secret: true, Description: schemeDesc(best, "The API key or token, sent as a bearer token.")}}
-	case 1, 2:
-		key := prefix + "_API_KEY"
-		return registry.Auth{Type: "api_key", Modes: []string{registry.ModeAPIKey}, Delivery: best.In, Param: best.Name, Field: key},
-			[]registry.Field{{Name: key, Label: "API key", Required: true, Secret: true, Description: schemeDesc(best, "The API key, sent in the "+best.In+" "+best.Name+".")}}
-	case 3:
-		return registry.Auth{Type: "oauth2", Modes: []string{registry.ModeAccessToken, registry.ModeOAuth}, TokenField: token, Scopes: oauthScopes(best), Provider: provider},
-			[]registry.Field{{Name: token, Label: "Access token", Secret: true, Description: "An OAuth access token (mode accessToken); mode oauth obtains one per user instead."}}
-	default:
-		creds := prefix + "_BASIC_CREDENTIALS"
-		return registry.Auth{Type: "password", Modes: []string{registry.ModeAPIKey}, Delivery: "header", Param: "Authorization",
-				Format: "Basic {SECRET:" + creds + "}", Field: creds},
-			[]registry.Field{{Name: creds, Label: "Basic credentials", Required: true, Secret: true,
-				Description: schemeDesc(best, "The base64 encoding of user:password, as HTTP basic authentication sends it.")}}
-	}
 }
 
 func schemeDesc(s *openapi3.SecurityScheme, def string) string {

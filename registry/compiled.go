@@ -21,7 +21,7 @@ import (
 
 // compiledFormat is the version of the compiled registry's encoding. A
 // file of another version is never read: it is recompiled and replaced.
-const compiledFormat = 3
+const compiledFormat = 4
 
 // compiledMagic starts every compiled registry file, followed by the
 // format version, a newline, the hex sha256 of the payload, a newline and
@@ -171,6 +171,7 @@ type compiledOp struct {
 	Deprecated  bool            `json:"deprecated,omitempty"`
 	Server      string          `json:"server,omitempty"`
 	Accept      string          `json:"accept,omitempty"`
+	Security    [][]string      `json:"security,omitempty"`
 	Params      []compiledParam `json:"params,omitempty"`
 	Body        *compiledBody   `json:"body,omitempty"`
 	// Input is the operation's input schema, decoded on first use.
@@ -251,7 +252,7 @@ func encodeOp(o *Operation) (compiledOp, error) {
 		return compiledOp{}, err
 	}
 	co := compiledOp{ID: o.ID, Name: o.Name, Method: o.Method, Path: o.Path, Summary: o.Summary,
-		Description: o.Description, Deprecated: o.Deprecated, Server: o.Server, Accept: o.Accept}
+		Description: o.Description, Deprecated: o.Deprecated, Server: o.Server, Accept: o.Accept, Security: o.Security}
 	var props map[string]*jsonschema.Schema
 	if o.InputSchema != nil {
 		b, err := encodeSchema(o.InputSchema)
@@ -321,7 +322,7 @@ func decodeSpec(b []byte, key string) (*Spec, error) {
 	ops := make([]*Operation, len(in.Ops))
 	for i, co := range in.Ops {
 		o := &Operation{ID: co.ID, Name: co.Name, Method: co.Method, Path: co.Path, Summary: co.Summary,
-			Description: co.Description, Deprecated: co.Deprecated, Server: co.Server, Accept: co.Accept}
+			Description: co.Description, Deprecated: co.Deprecated, Server: co.Server, Accept: co.Accept, Security: co.Security}
 		l := &lazySchemas{input: co.Input}
 		for _, cp := range co.Params {
 			o.Params = append(o.Params, Param{Name: cp.Name, Arg: cp.Arg, In: cp.In, Required: cp.Required,

@@ -36,6 +36,10 @@ type Call struct {
 	Credentials Applier
 	// Header holds extra headers to send, optional.
 	Header http.Header
+	// Servers are the instance's URLs for operation-level servers, by
+	// the server's URL in the description (ServerURLs): an Op.Server
+	// listed here is called at the instance's URL instead.
+	Servers map[string]string
 }
 
 // Response is an upstream answer, its body read and capped.
@@ -210,7 +214,11 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	if err := op.Validate(args); err != nil {
 		return nil, err
 	}
-	u, err := baseURL(c.BaseURL, op.Server)
+	server := op.Server
+	if s, ok := c.Servers[server]; ok && s != "" {
+		server = s
+	}
+	u, err := baseURL(c.BaseURL, server)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +315,11 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	}
 	req.Header.Set("Accept", accept)
 	if c.Credentials != nil {
-		if err := c.Credentials.Apply(req); err != nil {
+		apply := c.Credentials.Apply
+		if oa, ok := c.Credentials.(OperationApplier); ok {
+			apply = func(req *http.Request) error { return oa.ApplyOperation(op, req) }
+		}
+		if err := apply(req); err != nil {
 			return nil, fmt.Errorf("applying credentials for %s: %w", op.Name, err)
 		}
 	}

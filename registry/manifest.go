@@ -52,6 +52,13 @@ type Manifest struct {
 	// a trace id sent to a third party tells it which calls belong
 	// together.
 	PropagateTrace bool `json:"propagate_trace,omitempty"`
+	// Servers are where the operations that name an absolute server of
+	// their own (file uploads, OAuth endpoints, regional hosts) are sent:
+	// by that server's URL in the description (its variables at their
+	// defaults, as Operation.Server holds it), a URL template whose
+	// {ENV:NAME} placeholders are filled from the instance's fields (see
+	// ServerURLs). A server not listed is called at its own URL.
+	Servers map[string]string `json:"servers,omitempty"`
 
 	// Verify is how an instance's configuration is tested before it is
 	// saved; nil means instances are activated without a test.
@@ -177,7 +184,42 @@ type Auth struct {
 	// client_secret_post or none. Empty: client_secret_basic when the
 	// instance has a client secret, else none.
 	TokenAuthMethod string `json:"token_auth_method,omitempty"`
+	// Schemes are the security schemes of an openapi connector whose
+	// operations do not all accept the same credential: each operation
+	// names the schemes it accepts (Operation.Security) and is sent the
+	// credential of one of its alternatives the instance holds. Empty
+	// sends every operation the mode's credential.
+	Schemes []Scheme `json:"schemes,omitempty"`
 }
+
+// Scheme is one of the description's security schemes and how its
+// credential is sent.
+type Scheme struct {
+	// Name is the scheme's name in the description.
+	Name string `json:"name"`
+	// Kind is SchemeAPIKey, SchemeBasic, SchemeBearer or SchemeOAuth2.
+	// An oauth2 scheme is sent the instance's bearer token (the token
+	// modes, or the token field in mode apiKey); a bearer scheme too, or
+	// its Field.
+	Kind string `json:"kind"`
+	// Delivery is header, query or cookie; Param the header, query
+	// parameter or cookie name (not for oauth2).
+	Delivery string `json:"delivery,omitempty"`
+	Param    string `json:"param,omitempty"`
+	// Format renders the value ({SECRET:NAME} placeholders); empty sends
+	// Field's value as it is.
+	Format string `json:"format,omitempty"`
+	// Field is the secret env field holding the credential.
+	Field string `json:"field,omitempty"`
+}
+
+// Scheme kinds.
+const (
+	SchemeAPIKey = "api_key"
+	SchemeBasic  = "basic"
+	SchemeBearer = "bearer"
+	SchemeOAuth2 = "oauth2"
+)
 
 // Delivery is how an mcp_local connector's server receives the OAuth
 // token of the call's user (or of the instance): in an environment

@@ -76,8 +76,11 @@ var (
 // manifestKeys is the manifest's schema as allowed keys per object; "*"
 // marks a map whose keys are free, "[]" an array of objects.
 var manifestKeys = map[string][]string{
-	"$":                     {"id", "name", "version", "type", "scope", "requires", "tags", "user_description", "auth", "docs", "env", "icons", "openapi", "mapping", "base_url", "verify", "mcp_config"},
-	"$.auth":                {"type", "modes", "delivery", "param", "format", "field", "token_field", "provider", "scopes", "deliver", "token_auth_method"},
+	"$":                     {"id", "name", "version", "type", "scope", "requires", "tags", "user_description", "auth", "docs", "env", "icons", "openapi", "mapping", "base_url", "servers", "verify", "mcp_config"},
+	"$.servers":             {"*"},
+	"$.auth":                {"type", "modes", "delivery", "param", "format", "field", "token_field", "provider", "scopes", "deliver", "token_auth_method", "schemes"},
+	"$.auth.schemes":        {"[]"},
+	"$.auth.schemes[]":      {"name", "kind", "delivery", "param", "format", "field"},
 	"$.auth.deliver":        {"as", "format", "env", "path"},
 	"$.docs":                {"llm_short_description", "guide", "url", "translations"},
 	"$.docs.translations":   {"*"},
@@ -398,6 +401,29 @@ func (l *linter) auth(m *Manifest) {
 	if a.TokenField != "" {
 		credential("$.auth.token_field", a.TokenField)
 	}
+	for i, sc := range a.Schemes {
+		p := fmt.Sprintf("$.auth.schemes[%d]", i)
+		if sc.Name == "" {
+			l.errorf("required", p+".name", "name the description's security scheme", "the scheme has no name")
+		}
+		switch sc.Kind {
+		case SchemeOAuth2:
+		case SchemeAPIKey, SchemeBasic, SchemeBearer:
+			if !slices.Contains(apiKeyDeliveries, sc.Delivery) {
+				l.errorf("delivery-enum", p+".delivery", "use header, query or cookie", "unknown delivery %q", clipLint(sc.Delivery))
+			}
+			if sc.Param == "" {
+				l.errorf("required", p+".param", "name the header, query parameter or cookie that carries the credential", "the scheme names no param")
+			}
+			if sc.Field == "" {
+				l.errorf("required", p+".field", "set the secret env[] field that holds the credential", "the scheme names no field")
+			} else {
+				credential(p+".field", sc.Field)
+			}
+		default:
+			l.errorf("scheme-kind-enum", p+".kind", "use api_key, basic, bearer or oauth2", "unknown scheme kind %q", clipLint(sc.Kind))
+		}
+	}
 	for i, mode := range a.Modes {
 		p := fmt.Sprintf("$.auth.modes[%d]", i)
 		switch {
@@ -599,7 +625,13 @@ func (l *linter) placeholders(m *Manifest) {
 		}
 	}
 	check("$.base_url", m.BaseURL)
+	for _, k := range lintKeys(m.Servers) {
+		check(memberPath("$.servers", k), m.Servers[k])
+	}
 	check("$.auth.format", m.Auth.Format)
+	for i, sc := range m.Auth.Schemes {
+		check(fmt.Sprintf("$.auth.schemes[%d].format", i), sc.Format)
+	}
 	if v := m.Verify; v != nil {
 		for i, a := range v.Command {
 			check(fmt.Sprintf("$.verify.command[%d]", i), a)

@@ -130,10 +130,15 @@ func Expand(tmpl string, m *Manifest, fields map[string]secrets.Secret) string {
 	if !strings.Contains(tmpl, "{") {
 		return tmpl
 	}
+	return expand(tmpl, m, fields, func(p Placeholder) bool { return p.Kind == PlaceholderEnv || p.Kind == PlaceholderSecret })
+}
+
+// expand substitutes the placeholders of tmpl that fill says to.
+func expand(tmpl string, m *Manifest, fields map[string]secrets.Secret, fill func(Placeholder) bool) string {
 	var b strings.Builder
 	last := 0
 	for _, p := range ScanPlaceholders(tmpl) {
-		if p.Kind != PlaceholderEnv && p.Kind != PlaceholderSecret {
+		if !fill(p) {
 			continue
 		}
 		b.WriteString(tmpl[last:p.Start])
@@ -165,4 +170,34 @@ func lookupField(p Placeholder, m *Manifest, fields map[string]secrets.Secret) s
 		return f.Default
 	}
 	return ""
+}
+
+// ServerURLs expands m.Servers with the instance's field values: the URL
+// each operation-level server is called at, by its URL in the
+// description. A field's value (or its default) may itself name other
+// non-secret fields, as a server URL field's default names the fields of
+// the server's variables ("https://{ENV:X_REGION}.api.example.com"):
+// those are filled in a second pass. Nil when m lists no servers.
+func ServerURLs(m *Manifest, fields map[string]secrets.Secret) map[string]string {
+	if m == nil || len(m.Servers) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m.Servers))
+	for from, tmpl := range m.Servers {
+		u := Expand(tmpl, m, fields)
+		if strings.Contains(u, "{ENV:") {
+			u = expandPlainEnv(u, m, fields)
+		}
+		out[from] = u
+	}
+	return out
+}
+
+// expandPlainEnv fills the {ENV:NAME} placeholders of s that name
+// non-secret fields, leaving everything else as written.
+func expandPlainEnv(s string, m *Manifest, fields map[string]secrets.Secret) string {
+	return expand(s, m, fields, func(p Placeholder) bool {
+		f, ok := m.Field(p.Name)
+		return p.Kind == PlaceholderEnv && ok && !f.Secret
+	})
 }

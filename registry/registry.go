@@ -99,6 +99,12 @@ type Operation struct {
 	Deprecated bool
 	// Server overrides the API's server for this operation, if set.
 	Server string
+	// Security lists the credentials the operation accepts, as the
+	// description's effective security requirement: alternatives, each
+	// the names of the schemes (Auth.Schemes) that must all be sent; an
+	// empty alternative accepts a call without credentials. Nil sends
+	// the connector's credential.
+	Security [][]string
 	// Accept is the Accept header sent: the media types the operation's
 	// answers declare, JSON first; "" sends application/json.
 	Accept string
@@ -169,6 +175,14 @@ type Encoding struct {
 // credential value.
 type Applier interface {
 	Apply(req *http.Request) error
+}
+
+// OperationApplier is an Applier that chooses the credential by the
+// operation it is sent to (Operation.Security); BuildRequest calls
+// ApplyOperation instead of Apply.
+type OperationApplier interface {
+	Applier
+	ApplyOperation(op *Operation, req *http.Request) error
 }
 
 // ArgName is the name of the argument that carries the parameter.

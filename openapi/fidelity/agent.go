@@ -30,6 +30,10 @@ func Install(ctx context.Context, svc *tenants.Service, tenant string, man regis
 	}
 	fields := map[string]*secrets.Secret{}
 	for _, f := range man.Env {
+		if !f.Secret && f.Default != "" && !strings.Contains(man.BaseURL, "{ENV:"+f.Name+"}") {
+			// An operation-level server's URL or variable: its default.
+			continue
+		}
 		v := secrets.New("fidelity-credential")
 		if strings.Contains(man.BaseURL, "{ENV:"+f.Name+"}") {
 			v = secrets.New(upstream)
