@@ -55,6 +55,11 @@ type Options struct {
 	// Refresh is how often a replica reads the tenants' limits again
 	// (changes made on another replica); 0 is DefaultRefresh.
 	Refresh time.Duration
+	// IgnoreUpstreamWaits turns off learning from upstream rate-limit
+	// headers (Learn): every call goes upstream and gets its own answer.
+	// For upstreams whose limits are per route rather than per
+	// credential, where one route's 429 would block the others.
+	IgnoreUpstreamWaits bool
 	// Now is the clock; nil is time.Now.
 	Now     func() time.Time
 	Metrics *metrics.Metrics

@@ -65,7 +65,7 @@ func (w *waits) check(c *Controller, call Call, now time.Time) error {
 // t=). Until the wait ends, calls with the same credential are refused
 // with rate_limited and the time left, without reaching the upstream.
 func (c *Controller) Learn(call Call, status int, h http.Header) {
-	if c == nil || h == nil {
+	if c == nil || h == nil || c.opts.IgnoreUpstreamWaits {
 		return
 	}
 	now := c.now()

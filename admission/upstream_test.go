@@ -97,3 +97,16 @@ func TestUpstreamWaitsPerUserCredential(t *testing.T) {
 		t.Errorf("bob, with his own token: %v", err)
 	}
 }
+
+// With IgnoreUpstreamWaits (serve --upstream-waits ignore) a 429 with
+// Retry-After teaches nothing: the next call is admitted.
+func TestUpstreamWaitsIgnored(t *testing.T) {
+	t.Parallel()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := admission.New(admission.Options{Now: clk.Now, IgnoreUpstreamWaits: true})
+	call := admission.Call{Tenant: "t", Instance: "a", User: "u1", Connector: "crm"}
+	c.Learn(call, 429, http.Header{"Retry-After": []string{"30"}})
+	if _, err := c.Admit(context.Background(), call); err != nil {
+		t.Fatalf("after an ignored 429: %v, want admitted", err)
+	}
+}

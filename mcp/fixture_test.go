@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/switchboardhq/switchboard/admission"
 	"io"
 	"log/slog"
 	"net/http"
@@ -201,7 +202,13 @@ func newStackWith(t testing.TB, db *database.DB, spec string, configure func(*se
 	t.Helper()
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := server.Config{DB: db, ConnectorCatalog: loadCatalog(t, spec), Logger: logger}
+	// The fixture answers one widget with 429 Retry-After: 7 and these
+	// tests check how each upstream answer maps to MCP, call after call
+	// on one credential: as serve --upstream-waits ignore, so that the
+	// 429 does not turn the next calls into rate_limited (learning waits
+	// is tested in gateway, TestUpstreamRateLimitHeadersAreLearnt).
+	cfg := server.Config{DB: db, ConnectorCatalog: loadCatalog(t, spec), Logger: logger,
+		Admission: admission.Options{IgnoreUpstreamWaits: true}}
 	if configure != nil {
 		configure(&cfg)
 	}

@@ -77,6 +77,10 @@ type config struct {
 	LimitInstance  string `json:"limit_instance"`
 	LimitUser      string `json:"limit_user"`
 	LimitConnector string `json:"limit_connector"`
+	// UpstreamWaits is learn (an upstream's rate-limit headers make later
+	// calls with the same credential fail fast until the wait ends) or
+	// ignore (admission.Options.IgnoreUpstreamWaits).
+	UpstreamWaits string `json:"upstream_waits"`
 	// CentralClientBudgets are provider=rate pairs (admission.Options.Clients).
 	CentralClientBudgets []string `json:"central_client_budgets"`
 
@@ -344,6 +348,9 @@ func (c *config) validateServe() []error {
 	}
 	if _, err := c.limits(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.UpstreamWaits != "learn" && c.UpstreamWaits != "ignore" {
+		errs = append(errs, fmt.Errorf("--upstream-waits: %q is not learn or ignore", c.UpstreamWaits))
 	}
 	if _, err := c.clientBudgets(); err != nil {
 		errs = append(errs, err)

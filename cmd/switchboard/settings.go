@@ -163,6 +163,8 @@ var settings = []setting{
 		help: "call limits of each user of an app instance (the user the call acts as), as --limit-tenant", field: func(c *config) any { return &c.LimitUser }},
 	{flag: "limit-connector", env: "SWITCHBOARD_LIMIT_CONNECTOR", def: "off", cmds: cmdServe,
 		help: "call limits of each connector across all tenants, as --limit-tenant (the operator's only)", field: func(c *config) any { return &c.LimitConnector }},
+	{flag: "upstream-waits", env: "SWITCHBOARD_UPSTREAM_WAITS", def: "learn", cmds: cmdServe,
+		help: "learn: once an upstream answers with a wait (Retry-After on 429/503, an exhausted X-RateLimit/RateLimit quota), later calls with that credential get rate_limited with retryAfterMs without reaching it until the wait ends; ignore: every call goes upstream (for upstreams that limit per route, not per credential)", field: func(c *config) any { return &c.UpstreamWaits }},
 	{flag: "central-client-budgets", env: "SWITCHBOARD_CENTRAL_CLIENT_BUDGETS", defDoc: "none", cmds: cmdServe,
 		help: "comma-separated provider=rate[/s|/m|/h] pairs: the call budget of a central OAuth client (mode oauthCentral) that its provider limits as a whole, shared fairly by the tenants using it (per replica: divide by the number of replicas)", field: func(c *config) any { return &c.CentralClientBudgets }},
 	{flag: "trusted-proxies", env: "SWITCHBOARD_TRUSTED_PROXIES", defDoc: "none: the source is the remote address", cmds: cmdServe,
