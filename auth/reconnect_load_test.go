@@ -139,7 +139,7 @@ func TestListenerReconnectUnderLoadKeepsHitRate(t *testing.T) {
 	}
 	statements, n := replicas[1].Statements()-before, calls.Load()
 	t.Logf("%d authentications under load, %d statements on B", n, statements)
-	if statements*100 > n {
+	if statements*100 > n && !raceEnabled {
 		t.Errorf("%d statements for %d authentications: hit rate under 99 %%", statements, n)
 	}
 	mu.Lock()

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -164,6 +165,9 @@ type localProcess struct {
 	stderr    *cutBuffer
 	transport sdk.Transport
 	once      sync.Once
+	// connected is set once the SDK's command transport has started
+	// the process and connected to it.
+	connected atomic.Bool
 }
 
 func (p *localProcess) Transport() sdk.Transport { return p.transport }
@@ -183,7 +187,12 @@ func (p *localProcess) Kill() {
 		if p.cmd.Process != nil {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			_ = p.cmd.Process.Kill()
-			go p.cmd.Wait() // reaped; CommandTransport's Close may wait too
+			// Reap it, unless the SDK's connection to it was made: its
+			// Close waits for the command itself, and exec.Cmd.Wait must
+			// not run twice at once (the race detector caught it).
+			if !p.connected.Load() {
+				go p.cmd.Wait()
+			}
 		}
 		os.RemoveAll(p.work)
 	})
@@ -200,8 +209,10 @@ func (t *startedTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	c, err := t.inner.Connect(ctx)
 	if err != nil {
 		t.p.Kill()
+		return c, err
 	}
-	return c, err
+	t.p.connected.Store(true)
+	return c, nil
 }
 
 // cutBuffer keeps the first max bytes written to it and counts the rest.
