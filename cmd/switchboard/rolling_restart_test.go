@@ -353,7 +353,21 @@ func TestThreeReplicas(t *testing.T) {
 			}
 		}
 		t.Logf("the allowlist change was enforced by all three replicas %v after the PATCH answered", worst.Round(time.Millisecond))
+		// Back to bot, and every replica has heard it before the next
+		// subtest's load starts (CI caught its first calls refused).
 		r.admin(t, 0, "PATCH", "/v1/tenants/acme/instances/notes", `{"agents": ["bot"]}`)
+		restored := time.Now()
+		for i := range r.replicas {
+			for {
+				if ok, _ := allowed(i, "bot"); ok {
+					break
+				}
+				if time.Since(restored) > 5*time.Second {
+					t.Fatalf("replica %d still refuses bot 5 s after the allowlist was restored\n%s", i, r.logs())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 	})
 
 	// A rolling restart under continuous load through the front: each
