@@ -25,7 +25,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -176,21 +175,7 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 	}
 
 	admin := func(method, path string, body any) (map[string]any, error) {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, base+path, bytes.NewReader(b))
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode >= 300 {
-			return nil, fmt.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
-		}
-		return out, nil
+		return rig.Admin(base, adminToken, method, path, body)
 	}
 	if _, err := admin("POST", "/v1/tenants", map[string]any{"slug": "bench", "name": "Bench"}); err != nil {
 		return false, err

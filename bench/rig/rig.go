@@ -9,6 +9,7 @@ package rig
 import (
 	"bytes"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -170,4 +171,24 @@ func LoadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// Admin sends one admin API request with the operator token and returns
+// its JSON answer; a status of 300 or more is an error naming it.
+func Admin(base, token, method, path string, body any) (map[string]any, error) {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, base+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
+	}
+	return out, nil
 }

@@ -222,21 +222,7 @@ func start(bin, catDir, data, upstreamURL, firstLarge, firstSmall string, settle
 	res.rssKB, res.hwmKB = rig.Memory(srv.Process.Pid)
 
 	admin := func(method, path string, body any) (map[string]any, error) {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, base+path, bytes.NewReader(b))
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode >= 300 {
-			return nil, fmt.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
-		}
-		return out, nil
+		return rig.Admin(base, adminToken, method, path, body)
 	}
 	tokenFile := filepath.Join(data, "bench-caller-token")
 	if setup {
