@@ -68,7 +68,10 @@ type boxMock struct {
 	items     map[string]*boxItem
 	order     []string
 	forbidden map[string]bool
+	// revoked: every request is 401, as when the token is revoked.
+	revoked   bool
 	maxLimit  int
+	requests  int
 	listCalls int
 	contents  int
 }
@@ -89,6 +92,13 @@ func newBoxMock(t *testing.T) *boxMock {
 	b.Server = httptest.NewServer(http.HandlerFunc(b.serve))
 	t.Cleanup(b.Close)
 	return b
+}
+
+// count is the number of authorized requests Box received.
+func (b *boxMock) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.requests
 }
 
 func (b *boxMock) obj(it *boxItem) map[string]any {
@@ -112,6 +122,11 @@ func (b *boxMock) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.requests++
+	if b.revoked {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/2.0/"), "/")
 	w.Header().Set("Content-Type", "application/json")
 	switch {

@@ -419,21 +419,30 @@ func (s *Source) get(ctx context.Context, call Call, l *Level, id string) (map[s
 
 // CheckAccess answers, per URI, whether the reader may read it: allowed,
 // denied or not_found, failing closed (any other failure is a denial with
-// its code). More URIs than the source's cap refuse the whole request; an
-// upstream 401 (the reader's grant refused) fails the whole request with
-// reconnect_required, never a denial.
+// its code, never allowed). More URIs than the source's cap refuse the
+// whole request before any upstream call. A failure of the reader's
+// credential rather than of a document (the upstream's 401,
+// reconnect_required; a grant not given yet, consent_required: any error
+// of kind ErrUnauthorized) fails the whole request with that error, never
+// a denial: the documents may well be the reader's. The upstream's 403 is
+// denied and its 404 not_found, never a reconnection.
 func (s *Source) CheckAccess(ctx context.Context, call Call, uris []string) ([]AccessResult, error) {
 	if len(uris) > s.MaxURIs {
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_arguments",
 			"checkAccess takes at most %d URIs; %d were sent", s.MaxURIs, len(uris))
 	}
 	out := make([]AccessResult, 0, len(uris))
+	done := make(map[string]AccessResult, len(uris)) // a URI sent twice is asked for once
 	for _, uri := range uris {
+		if r, ok := done[uri]; ok {
+			out = append(out, r)
+			continue
+		}
 		r := AccessResult{URI: uri, Access: "allowed"}
 		_, err := s.Read(ctx, call, uri, true)
 		switch code := switchboard.CodeOf(err); {
 		case err == nil:
-		case code == "reconnect_required":
+		case errors.Is(err, switchboard.ErrUnauthorized):
 			return nil, err
 		case code == "resource_not_found" || code == "not_found":
 			r.Access = "not_found"
@@ -442,6 +451,7 @@ func (s *Source) CheckAccess(ctx context.Context, call Call, uris []string) ([]A
 		default:
 			r.Access, r.Code = "denied", code
 		}
+		done[uri] = r
 		out = append(out, r)
 	}
 	return out, nil

@@ -32,6 +32,7 @@ type davServer struct {
 	mu       sync.Mutex
 	users    map[string]string   // Authorization value -> user
 	deny     map[string][]string // user -> path prefixes refused
+	fail     []string            // path prefixes answering 500 to anyone
 	requests []string            // "METHOD path" of every request
 }
 
@@ -48,6 +49,7 @@ func newDAV(t *testing.T) *davServer {
 		d.requests = append(d.requests, r.Method+" "+r.URL.Path)
 		user, ok := d.users[r.Header.Get("Authorization")]
 		deny := d.deny[user]
+		fail := d.fail
 		d.mu.Unlock()
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="dav"`)
@@ -55,6 +57,12 @@ func newDAV(t *testing.T) *davServer {
 			return
 		}
 		rel := strings.TrimPrefix(r.URL.Path, "/dav/")
+		for _, p := range fail {
+			if strings.HasPrefix(rel, p) {
+				http.Error(w, "broken disk", http.StatusInternalServerError)
+				return
+			}
+		}
 		for _, p := range deny {
 			if strings.HasPrefix(rel, p) {
 				http.Error(w, "not yours", http.StatusForbidden)
