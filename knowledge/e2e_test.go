@@ -264,3 +264,28 @@ func profileURI(t *testing.T, cs *mcp.ClientSession) string {
 	scheme, _, _ := strings.Cut(res.ResourceTemplates[0].URITemplate, "://")
 	return scheme + "://profile/knowledge"
 }
+
+// rawRPC sends one JSON-RPC request to the instance's endpoint with the
+// given headers and returns its result as JSON: what the wire carries,
+// beyond the fields the SDK's types know.
+func (e *env) rawRPC(instance string, h headers, method string, params any) map[string]any {
+	e.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/workspaces/acme/webhooks/"+instance+".mcp", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := (&http.Client{Transport: h}).Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Result map[string]any  `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &out); err != nil || out.Result == nil {
+		e.t.Fatalf("%s answered %d %s", method, resp.StatusCode, raw)
+	}
+	return out.Result
+}

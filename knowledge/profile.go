@@ -85,7 +85,7 @@ func (s *Source) buildProfile() []byte {
 			"text_max_bytes":          s.TextMaxBytes,
 			"binary":                  binary,
 			"metadata_only_parameter": "_meta." + MetaMetadataOnly,
-			"revision":                "_meta.revision",
+			"revision":                "revision",
 		},
 		"revision": map[string]any{"primary": s.Revision.Primary, "fallback": s.Revision.Fallback},
 		"access":   map[string]any{"tool": ToolName, "action": CheckAccessAction, "maximum_uris": s.MaxURIs},

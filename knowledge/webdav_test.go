@@ -246,6 +246,26 @@ func TestWebDAVResources(t *testing.T) {
 			t.Fatalf("listing of notes = %s", b)
 		}
 
+		// On the wire, the revision is at the top level of each entry and
+		// of a read's result (and in _meta, as the SDK's types see it).
+		bearer := headers{"Authorization": "Bearer " + w.syncToken}
+		wire := w.rawRPC("webdav", bearer, "resources/list", map[string]any{"_meta": map[string]any{"targetUserId": w.ann, "parentUri": "webdav://folder/notes"}})
+		entries, _ := wire["resources"].([]any)
+		for _, x := range entries {
+			r, _ := x.(map[string]any)
+			m, _ := r["_meta"].(map[string]any)
+			if rev, _ := r["revision"].(string); rev == "" || rev != m["revision"] || rev != got[r["uri"].(string)].Meta["revision"] {
+				t.Errorf("entry on the wire = %v: want revision at the top level, equal to _meta.revision", r)
+			}
+		}
+		if len(entries) != 2 {
+			t.Errorf("the wire's listing = %v", wire)
+		}
+		wire = w.rawRPC("webdav", bearer, "resources/read", map[string]any{"uri": plan.URI, "_meta": map[string]any{"targetUserId": w.ann}})
+		if m, _ := wire["_meta"].(map[string]any); wire["revision"] != plan.Meta["revision"] || m["revision"] != plan.Meta["revision"] {
+			t.Errorf("read on the wire = %v: want revision %v at the top level and in _meta", wire, plan.Meta["revision"])
+		}
+
 		doc, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: plan.URI, Meta: mcp.Meta{"targetUserId": w.ann, "metadataOnly": true}})
 		if err != nil || len(doc.Contents) != 1 || doc.Contents[0].Text != "" || doc.Meta["revision"] != plan.Meta["revision"] {
 			t.Fatalf("metadataOnly read = %+v, %v", doc, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -288,16 +289,59 @@ func entryMeta(e *knowledge.Entry) sdk.Meta {
 	return m
 }
 
-func listResult(page *knowledge.Page) *sdk.ListResourcesResult {
-	res := &sdk.ListResourcesResult{Resources: make([]*sdk.Resource, 0, len(page.Entries)), NextCursor: page.Next}
+// listed is resources/list's result with each entry's revision at the
+// entry's top level, where the knowledge contract puts it (and in
+// _meta.revision, which earlier clients read). sdk.Resource has no such
+// field, and the SDK sends a result as encoding/json renders it: the
+// entries are rendered here, each an sdk.Resource with the revision
+// beside its fields. The embedded SDK result keeps the Result methods the
+// SDK calls (its _meta, the resultType of newer protocol revisions); its
+// own Resources field is shadowed by ours.
+type listed struct {
+	sdk.ListResourcesResult
+	Resources []listedResource `json:"resources"`
+}
+
+type listedResource struct {
+	*sdk.Resource
+	Revision string `json:"revision,omitempty"`
+}
+
+func listResult(page *knowledge.Page) *listed {
+	res := &listed{Resources: make([]listedResource, 0, len(page.Entries))}
+	res.NextCursor = page.Next
 	for i := range page.Entries {
 		e := &page.Entries[i]
-		res.Resources = append(res.Resources, &sdk.Resource{URI: e.URI, Name: e.Name, MIMEType: e.MimeType, Size: e.Size, Meta: entryMeta(e)})
+		r := &sdk.Resource{URI: e.URI, Name: e.Name, MIMEType: e.MimeType, Size: e.Size, Meta: entryMeta(e)}
+		res.Resources = append(res.Resources, listedResource{Resource: r, Revision: e.Revision})
 	}
 	return res
 }
 
-func readResult(doc *knowledge.Document) *sdk.ReadResourceResult {
+// read is resources/read's result with the document's revision at the
+// result's top level (as well as in _meta.revision). The SDK's
+// ReadResourceResult has no such field and renders itself (MarshalJSON,
+// for the resultType of newer revisions): its rendering is taken whole
+// and the revision added to it.
+type read struct {
+	sdk.ReadResourceResult
+	Revision string
+}
+
+func (r *read) MarshalJSON() ([]byte, error) {
+	b, err := r.ReadResourceResult.MarshalJSON()
+	if err != nil || r.Revision == "" || len(b) < 2 || b[0] != '{' {
+		return b, err
+	}
+	rev, err := json.Marshal(r.Revision)
+	if err != nil {
+		return nil, err
+	}
+	// b is an object with at least "contents": the revision goes first.
+	return slices.Concat([]byte(`{"revision":`), rev, []byte{','}, b[1:]), nil
+}
+
+func readResult(doc *knowledge.Document) *read {
 	meta := entryMeta(&doc.Entry)
 	meta["name"] = doc.Name
 	if doc.Size > 0 {
@@ -307,7 +351,7 @@ func readResult(doc *knowledge.Document) *sdk.ReadResourceResult {
 		meta["downloadUrl"] = doc.DownloadURL
 	}
 	c := &sdk.ResourceContents{URI: doc.URI, MIMEType: doc.MimeType, Text: doc.Text, Blob: doc.Blob, Meta: meta}
-	res := &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{c}, Meta: sdk.Meta{}}
+	res := &read{ReadResourceResult: sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{c}, Meta: sdk.Meta{}}, Revision: doc.Revision}
 	if doc.Revision != "" {
 		res.Meta["revision"] = doc.Revision
 	}
