@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
 )
@@ -177,11 +179,7 @@ func (s *Source) restList(ctx context.Context, call Call, l *Level, id string, c
 			if err != nil {
 				return nil, errInvalidParams("the cursor is not one this server gave")
 			}
-			for k, v := range q {
-				if len(v) > 0 {
-					args[k] = v[0]
-				}
-			}
+			linkArgs(args, q, s.listOps[lo], lo.ParentParameter)
 		}
 	}
 	resp, err := call(ctx, s.listOps[lo], args)
@@ -243,6 +241,56 @@ func (s *Source) restList(ctx context.Context, call Call, l *Level, id string, c
 		}
 	}
 	return page, nil
+}
+
+// linkArgs puts the query of a next link into args: the values of the
+// operation's query parameters only. A next link often carries others
+// (tracking, the upstream's own defaults) the operation does not declare,
+// which would refuse the call; and the parent stays the listing's own
+// whatever the query (the cursor comes back from the client, which may
+// have forged it).
+func linkArgs(args map[string]any, q url.Values, op *registry.Operation, parent string) {
+	for _, p := range op.Params {
+		arg := p.Arg
+		if arg == "" {
+			arg = p.Name
+		}
+		v, ok := q[p.Name]
+		if p.In != "query" || !ok || len(v) == 0 || arg == parent {
+			continue
+		}
+		args[arg] = queryValue(v[0], p.Schema)
+	}
+}
+
+// queryValue is a query string's value as the argument the schema takes:
+// a number or a boolean when it says so (and the text is one), else the
+// text.
+func queryValue(v string, schema *jsonschema.Schema) any {
+	if schema == nil {
+		return v
+	}
+	types := schema.Types
+	if schema.Type != "" {
+		types = []string{schema.Type}
+	}
+	for _, t := range types {
+		switch t {
+		case "integer":
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		case "number":
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return f
+			}
+		case "boolean":
+			if b, err := strconv.ParseBool(v); err == nil {
+				return b
+			}
+		}
+	}
+	return v
 }
 
 // nextLinkQuery returns the query of a Link header's rel="next" URL.
