@@ -129,6 +129,11 @@ type Config struct {
 	// OTLPEndpoint, when set, turns tracing on: the spans of agent calls
 	// go to this OTLP/HTTP traces URL (package tracing).
 	OTLPEndpoint string
+	// TraceSampleRatio (0 to 1) is the share of calls without a caller's
+	// traceparent that are traced; a caller's traceparent decides for its
+	// call (parent-based). 0 traces only the calls whose caller sampled
+	// them; serve's default is 1.
+	TraceSampleRatio float64
 	// AuditRetentionDays is how long audit rows are kept (0:
 	// audit.DefaultRetentionDays); Listen deletes older ones hourly.
 	AuditRetentionDays int
@@ -312,7 +317,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		// The defaults apply until a later read succeeds.
 		logger.Warn("reading the tenants' call limits", "err", err.Error())
 	}
-	if s.tracer, err = tracing.New(cfg.OTLPEndpoint, serviceVersion()); err != nil {
+	if s.tracer, err = tracing.New(cfg.OTLPEndpoint, serviceVersion(), cfg.TraceSampleRatio); err != nil {
 		return nil, err
 	}
 	gw := gateway.New(gateway.Config{

@@ -152,7 +152,7 @@ type tracingEnv struct {
 	traceparent map[string]string // by item id
 }
 
-func newTracingEnv(t *testing.T, otlp string) *tracingEnv {
+func newTracingEnv(t *testing.T, otlp string, ratio float64) *tracingEnv {
 	e := &tracingEnv{logs: &logtest.Buffer{}, traceparent: map[string]string{}}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		item := strings.TrimPrefix(r.URL.Path, "/items/")
@@ -168,7 +168,7 @@ func newTracingEnv(t *testing.T, otlp string) *tracingEnv {
 	}))
 	t.Cleanup(up.Close)
 	ctx := context.Background()
-	e.srv = servertest.Start(t, server.Config{DB: dbtest.SQLite(t), DataDir: t.TempDir(), OTLPEndpoint: otlp,
+	e.srv = servertest.Start(t, server.Config{DB: dbtest.SQLite(t), DataDir: t.TempDir(), OTLPEndpoint: otlp, TraceSampleRatio: ratio,
 		Logger:           slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ConnectorCatalog: registrytest.Load(t, tracingCatalog())})
 	if _, err := e.srv.Tenants().CreateTenant(ctx, "acme", "Acme"); err != nil {
@@ -239,7 +239,7 @@ func (e *tracingEnv) logLines(t *testing.T, id string) []map[string]any {
 func TestTracesOfACall(t *testing.T) {
 	t.Parallel()
 	rcv := newOTLPReceiver(t)
-	e := newTracingEnv(t, rcv.URL+"/v1/traces")
+	e := newTracingEnv(t, rcv.URL+"/v1/traces", 1)
 
 	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	tr, out := e.call(t, "traced", "a1", "req-traced", "00-"+callerTrace+"-"+callerSpan+"-01")
@@ -323,7 +323,7 @@ func TestTracesOfACall(t *testing.T) {
 // allows it, no trace_id in the logs.
 func TestTracingOffByDefault(t *testing.T) {
 	t.Parallel()
-	e := newTracingEnv(t, "")
+	e := newTracingEnv(t, "", 1)
 	tr, out := e.call(t, "traced", "c1", "req-off", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	if strings.Contains(out, `"isError":true`) {
 		t.Fatalf("tools/call = %s", out)
@@ -336,5 +336,53 @@ func TestTracingOffByDefault(t *testing.T) {
 	}
 	if strings.Contains(e.logs.String(), "trace_id") {
 		t.Errorf("tracing off, yet a log line has a trace_id:\n%s", e.logs.String())
+	}
+}
+
+// With a sample ratio, calls without a caller's traceparent are traced at
+// that ratio (the traceresponse's flags say which; only those are
+// exported), and a call with one follows its sampled flag whatever the
+// ratio: at 0, a caller's sampled trace is still exported in full and an
+// unsampled one is not.
+func TestTraceSampleRatio(t *testing.T) {
+	t.Parallel()
+	rcv := newOTLPReceiver(t)
+	half := newTracingEnv(t, rcv.URL+"/v1/traces", 0.5)
+	sampled := map[bool]int{}
+	var lastSampled, lastNot string
+	const calls = 200
+	for i := range calls {
+		tr, _ := half.call(t, "private", fmt.Sprintf("r%d", i), fmt.Sprintf("req-r%d", i), "")
+		on := strings.HasSuffix(tr, "-01")
+		if !on && !strings.HasSuffix(tr, "-00") {
+			t.Fatalf("traceresponse %q", tr)
+		}
+		sampled[on]++
+		if on {
+			lastSampled = tracing.TraceID(tr)
+		} else {
+			lastNot = tracing.TraceID(tr)
+		}
+	}
+	// Binomial(200, 0.5): outside 60..140 has a probability under 1e-8.
+	if sampled[true] < 60 || sampled[true] > 140 {
+		t.Errorf("ratio 0.5: %d of %d root calls sampled", sampled[true], calls)
+	}
+	rcv.trace(t, lastSampled, "call", "upstream")
+
+	none := newTracingEnv(t, rcv.URL+"/v1/traces", 0)
+	const callerTrace, unsampledTrace = "5bf92f3577b34da6a3ce929d0e0e4736", "6bf92f3577b34da6a3ce929d0e0e4736"
+	none.call(t, "private", "s1", "req-s1", "00-"+callerTrace+"-00f067aa0ba902b7-01")
+	none.call(t, "private", "s2", "req-s2", "00-"+unsampledTrace+"-00f067aa0ba902b7-00")
+	if tr, _ := none.call(t, "private", "s3", "req-s3", ""); !strings.HasSuffix(tr, "-00") {
+		t.Errorf("ratio 0: a call without traceparent was sampled (%s)", tr)
+	}
+	rcv.trace(t, callerTrace, "call", "authenticate", "resolve", "credentials", "upstream")
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	for _, s := range rcv.spans {
+		if id := hex.EncodeToString(s.TraceId); id == unsampledTrace || id == lastNot {
+			t.Errorf("span %s of unsampled trace %s exported", s.Name, id)
+		}
 	}
 }

@@ -39,10 +39,16 @@ type Tracer struct {
 // New returns a tracer exporting to endpoint, the full URL of an OTLP/HTTP
 // traces receiver (http://collector:4318/v1/traces; an empty path is
 // /v1/traces), or nil when endpoint is empty. version is the service
-// version in the spans' resource.
-func New(endpoint, version string) (*Tracer, error) {
+// version in the spans' resource. ratio (0 to 1) is the share of calls
+// sampled among those without a caller's traceparent, chosen by trace id
+// (the same trace id gets the same decision on every replica); a call
+// with a caller's traceparent follows its sampled flag (parent-based).
+func New(endpoint, version string, ratio float64) (*Tracer, error) {
 	if endpoint == "" {
 		return nil, nil
+	}
+	if !(ratio >= 0 && ratio <= 1) {
+		return nil, fmt.Errorf("the trace sample ratio must be between 0 and 1, not %g", ratio)
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
@@ -63,8 +69,9 @@ func New(endpoint, version string) (*Tracer, error) {
 	p := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
 		// A caller's traceparent decides (sampled or not); a call
-		// without one is sampled.
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
+		// without one is sampled at ratio (TraceIDRatioBased is
+		// AlwaysSample at 1, NeverSample at 0).
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 		sdktrace.WithResource(resource.NewSchemaless(
 			attribute.String("service.name", "switchboard"), attribute.String("service.version", version))),
 	)

@@ -126,6 +126,8 @@ type config struct {
 	MetricsAddr string `json:"metrics_addr"`
 	// OTLPEndpoint, when set, turns tracing on (server.Config.OTLPEndpoint).
 	OTLPEndpoint string `json:"otlp_endpoint"`
+	// TraceSampleRatio is server.Config.TraceSampleRatio.
+	TraceSampleRatio float64 `json:"trace_sample_ratio"`
 
 	// cmd is the command the configuration was read for; it selects the
 	// settings that are validated and printed.
@@ -324,6 +326,9 @@ func (c *config) validateServe() []error {
 	}
 	if c.CatalogRefresh < time.Minute {
 		errs = append(errs, errors.New("--catalog-refresh must be at least 1m"))
+	}
+	if !(c.TraceSampleRatio >= 0 && c.TraceSampleRatio <= 1) {
+		errs = append(errs, fmt.Errorf("--trace-sample-ratio must be between 0 and 1, not %g", c.TraceSampleRatio))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))

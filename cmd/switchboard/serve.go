@@ -46,6 +46,7 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 		ShutdownTimeout:      c.ShutdownTimeout,
 		ShutdownDelay:        c.ShutdownDelay,
 		OTLPEndpoint:         c.OTLPEndpoint,
+		TraceSampleRatio:     c.TraceSampleRatio,
 		CacheBudget:          int64(c.CacheBudgetMB) << 20,
 		CacheTTL:             c.CacheTTL,
 		Local: mcplocal.Config{PerTenant: c.LocalPerTenant, Total: c.LocalTotal, IdleTimeout: c.LocalIdleTimeout,

@@ -191,6 +191,8 @@ var settings = []setting{
 		help: "host:port serving /metrics (Prometheus) without authentication, for a scraper on a private network; the main listener's /metrics always needs an operator token", field: func(c *config) any { return &c.MetricsAddr }},
 	{flag: "otlp-endpoint", env: "SWITCHBOARD_OTLP_ENDPOINT", defDoc: "off: no tracing", cmds: cmdServe,
 		help: "OpenTelemetry tracing: the OTLP/HTTP traces URL (http://collector:4318/v1/traces) receiving a span per agent call and per step (authenticate, resolve, credentials, upstream), parented on the caller's W3C traceparent; upstreams get the traceparent only when their connector sets propagate_trace", field: func(c *config) any { return &c.OTLPEndpoint }},
+	{flag: "trace-sample-ratio", env: "SWITCHBOARD_TRACE_SAMPLE_RATIO", def: "1", cmds: cmdServe,
+		help: "with --otlp-endpoint, the share (0 to 1) of agent calls without a caller's traceparent that are traced, chosen by trace id; a call with a caller's traceparent follows its sampled flag (parent-based); 0 traces only the calls the caller sampled", field: func(c *config) any { return &c.TraceSampleRatio }},
 }
 
 // key is the setting's name in the start-up printout.
@@ -223,6 +225,12 @@ func (s *setting) set(c *config, text string) error {
 			return err
 		}
 		*p = n
+	case *float64:
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return err
+		}
+		*p = f
 	case *time.Duration:
 		d, err := time.ParseDuration(text)
 		if err != nil {
@@ -265,6 +273,8 @@ func (s *setting) value(c *config) slog.Value {
 		return slog.StringValue(*p)
 	case *int:
 		return slog.IntValue(*p)
+	case *float64:
+		return slog.Float64Value(*p)
 	case *time.Duration:
 		return slog.StringValue(p.String())
 	case *[]string:

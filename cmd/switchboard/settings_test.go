@@ -79,6 +79,7 @@ var samples = map[string]string{
 	"SWITCHBOARD_UPSTREAM_WAITS":            "ignore",
 	"SWITCHBOARD_CENTRAL_CLIENT_BUDGETS":    "github=100/s",
 	"SWITCHBOARD_OTLP_ENDPOINT":             "http://collector.example.test:4318/v1/traces",
+	"SWITCHBOARD_TRACE_SAMPLE_RATIO":        "0.25",
 	"SWITCHBOARD_CACHE_BUDGET_MB":           "512",
 	"SWITCHBOARD_CACHE_TTL":                 "7m",
 	"SWITCHBOARD_LOCAL_PER_TENANT":          "9",
