@@ -55,6 +55,15 @@ type Options struct {
 	// Refresh is how often a replica reads the tenants' limits again
 	// (changes made on another replica); 0 is DefaultRefresh.
 	Refresh time.Duration
+	// Shared, when set, holds the rate limits' token buckets that the
+	// replicas on one PostgreSQL database share: a rate limit then holds
+	// across replicas (see Shared for the bound). nil: each replica
+	// counts on its own (the embedded store, one process).
+	Shared *Shared
+	// QueueWait is how long a call over a concurrency limit waits for a
+	// call in flight to end before it is refused (concurrency_limited);
+	// 0 refuses at once.
+	QueueWait time.Duration
 	// IgnoreUpstreamWaits turns off learning from upstream rate-limit
 	// headers (Learn): every call goes upstream and gets its own answer.
 	// For upstreams whose limits are per route rather than per
@@ -122,8 +131,22 @@ const (
 // bucket (nil without a rate).
 type bucket struct {
 	inflight int
-	lim      *rate.Limiter
-	limit    Limit
+	// freed, when not nil, is closed when a call in flight ends: calls
+	// queued at the concurrency limit wait on it.
+	freed chan struct{}
+	lim   *rate.Limiter
+	limit Limit
+
+	// With Options.Shared, the tokens of the rate come from the shared
+	// bucket, key, in leases: have tokens until expires. empty: the
+	// shared bucket had no batch; refuse until then. fetching is closed
+	// when the lease being asked for is in. failed: the last lease failed,
+	// lim (this replica's own bucket) decides until then.
+	key            string
+	have           int
+	expires, empty time.Time
+	failed         time.Time
+	fetching       chan struct{}
 }
 
 // New returns a controller.
@@ -138,6 +161,7 @@ func New(o Options) *Controller {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.swept = c.now()
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
@@ -217,6 +241,10 @@ func (t Ticket) Done() {
 	for _, b := range t.held {
 		if b != nil {
 			b.inflight--
+			if b.freed != nil {
+				close(b.freed)
+				b.freed = nil
+			}
 		}
 	}
 	t.c.mu.Unlock()
@@ -270,8 +298,55 @@ func (c *Controller) admitLimits(ctx context.Context, call Call, ls Limits, now 
 		{scopeUser, bucketKey{scope: kUser, a: call.Tenant, b: call.Instance, c: call.User}, ls.User},
 		{scopeConnector, bucketKey{scope: kConnector, a: call.Connector}, ls.Connector},
 	}
+	var queued time.Duration // waited at concurrency limits
+	for attempt := 0; ; attempt++ {
+		tk, wait, fetch, err := c.tryLimits(&scopes, now, queued)
+		switch {
+		case err != nil:
+			return Ticket{}, err
+		case wait != nil:
+			start := time.Now()
+			timer := time.NewTimer(c.opts.QueueWait - queued)
+			select {
+			case <-wait:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			queued += time.Since(start)
+			if ctx.Err() != nil {
+				queued = c.opts.QueueWait // refused at the next try
+			}
+		case fetch != [4]*bucket{}:
+			for i, b := range fetch {
+				if b == nil {
+					continue
+				}
+				if attempt >= maxLeaseAttempts {
+					// Other calls of this replica spent each lease
+					// before this one had its token.
+					c.metrics.AdmissionRefused(scopes[i].name, "rate")
+					return Ticket{}, errRate(scopes[i].name, scopes[i].limit.Rate, leaseSpan)
+				}
+				c.fetchLease(ctx, b)
+			}
+		default:
+			return tk, nil
+		}
+		now = c.now()
+	}
+}
+
+// maxLeaseAttempts bounds the leases a call asks for before it is refused.
+const maxLeaseAttempts = 3
+
+// tryLimits admits the call under scopes now, or refuses it, or says what
+// it waits for: wait (a call in flight to end, at a concurrency limit,
+// having queued for queued so far) or fetch (leases of tokens from the
+// shared buckets). c.mu is taken and released.
+func (c *Controller) tryLimits(scopes *[4]scoped, now time.Time, queued time.Duration) (Ticket, <-chan struct{}, [4]*bucket, error) {
 	tk := Ticket{c: c}
-	var bs [4]*bucket
+	var bs, fetch [4]*bucket
 	c.mu.Lock()
 	c.sweep(now)
 	for i := range scopes {
@@ -283,10 +358,19 @@ func (c *Controller) admitLimits(ctx context.Context, call Call, ls Limits, now 
 		bs[i] = b
 		if s.limit.Concurrency > 0 {
 			if b.inflight >= s.limit.Concurrency {
+				if queued < c.opts.QueueWait {
+					if b.freed == nil {
+						b.freed = make(chan struct{})
+					}
+					wait := b.freed
+					c.mu.Unlock()
+					tk.Done()
+					return Ticket{}, wait, fetch, nil
+				}
 				c.mu.Unlock()
 				tk.Done()
 				c.metrics.AdmissionRefused(s.name, "concurrency")
-				return Ticket{}, errConcurrency(s.name, s.limit.Concurrency)
+				return Ticket{}, nil, fetch, errConcurrency(s.name, s.limit.Concurrency, queued)
 			}
 			b.inflight++
 			tk.held[i] = b
@@ -295,24 +379,107 @@ func (c *Controller) admitLimits(ctx context.Context, call Call, ls Limits, now 
 	// Every bucket must hold a token before one is taken from any.
 	for i := range scopes {
 		s := &scopes[i]
-		if b := bs[i]; b != nil && b.lim != nil {
-			if tokens := b.lim.TokensAt(now); tokens < 1 {
+		b := bs[i]
+		if b == nil || b.lim == nil {
+			continue
+		}
+		if b.key != "" && !now.Before(b.failed) {
+			switch {
+			case b.have > 0 && now.Before(b.expires):
+				continue
+			case now.Before(b.empty):
 				c.mu.Unlock()
 				tk.Done()
 				c.metrics.AdmissionRefused(s.name, "rate")
-				wait := time.Duration((1 - tokens) / s.limit.Rate * float64(time.Second))
-				return Ticket{}, errRate(s.name, s.limit.Rate, wait)
+				return Ticket{}, nil, fetch, errRate(s.name, s.limit.Rate, b.empty.Sub(now))
 			}
+			fetch[i] = b
+			continue
+		}
+		if tokens := b.lim.TokensAt(now); tokens < 1 {
+			c.mu.Unlock()
+			tk.Done()
+			c.metrics.AdmissionRefused(s.name, "rate")
+			wait := time.Duration((1 - tokens) / s.limit.Rate * float64(time.Second))
+			return Ticket{}, nil, fetch, errRate(s.name, s.limit.Rate, wait)
 		}
 	}
-	for i := range bs {
-		if b := bs[i]; b != nil && b.lim != nil {
+	if fetch != [4]*bucket{} {
+		c.mu.Unlock()
+		tk.Done()
+		return Ticket{}, nil, fetch, nil
+	}
+	for _, b := range bs {
+		switch {
+		case b == nil || b.lim == nil:
+		case b.key != "" && !now.Before(b.failed):
+			b.have--
+		default:
 			b.lim.AllowN(now, 1)
 		}
 	}
 	c.mu.Unlock()
-	return tk, nil
+	return tk, nil, fetch, nil
 }
+
+// fetchLease leases a batch of tokens for b from its shared bucket, giving
+// back those of its expired lease; one lease at a time per bucket (a call
+// that finds one under way waits for it).
+func (c *Controller) fetchLease(ctx context.Context, b *bucket) {
+	c.mu.Lock()
+	now := c.now()
+	if b.fetching != nil {
+		ch := b.fetching
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		return
+	}
+	if (b.have > 0 && now.Before(b.expires)) || now.Before(b.empty) || now.Before(b.failed) {
+		c.mu.Unlock()
+		return
+	}
+	back, limit, key := b.have, b.limit, b.key
+	b.have = 0
+	done := make(chan struct{})
+	b.fetching = done
+	c.mu.Unlock()
+
+	n := limit.batch()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
+	granted, left, err := c.opts.Shared.lease(lctx, key, limit, n, back)
+	cancel()
+
+	c.mu.Lock()
+	now = c.now()
+	b.fetching = nil
+	close(done)
+	switch {
+	case err != nil:
+		// This replica's own bucket decides for a while: the limit
+		// holds per replica (as without Shared) rather than refusing
+		// every call while the database is away.
+		b.failed = now.Add(leaseRetry)
+	case granted > 0:
+		b.have, b.expires = granted, now.Add(c.opts.Shared.ttl())
+	default:
+		// Until a batch is back in the shared bucket.
+		b.empty = now.Add(time.Duration((float64(n) - left) / limit.Rate * float64(time.Second)))
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.logger.Warn("leasing call tokens from the shared bucket; this replica counts on its own for a while", "err", err.Error())
+	}
+}
+
+// leaseTimeout bounds a lease's statement; leaseRetry is how long a
+// replica counts on its own after a lease failed.
+const (
+	leaseTimeout = 2 * time.Second
+	leaseRetry   = 5 * time.Second
+)
 
 // bucket returns key's bucket, made or adjusted for limit. c.mu is held.
 func (c *Controller) bucket(key bucketKey, limit Limit, now time.Time) *bucket {
@@ -322,6 +489,9 @@ func (c *Controller) bucket(key bucketKey, limit Limit, now time.Time) *bucket {
 		if limit.Rate > 0 {
 			b.lim = rate.NewLimiter(rate.Limit(limit.Rate), limit.burst())
 			b.lim.SetLimitAt(now, rate.Limit(limit.Rate)) // start full at now
+			if c.opts.Shared != nil {
+				b.key = sharedKey(key)
+			}
 		}
 		c.buckets[key] = b
 		return b
@@ -332,6 +502,9 @@ func (c *Controller) bucket(key bucketKey, limit Limit, now time.Time) *bucket {
 			b.lim = nil
 		case b.lim == nil:
 			b.lim = rate.NewLimiter(rate.Limit(limit.Rate), limit.burst())
+			if c.opts.Shared != nil {
+				b.key = sharedKey(key)
+			}
 		default:
 			b.lim.SetLimitAt(now, rate.Limit(limit.Rate))
 			b.lim.SetBurstAt(now, limit.burst())
@@ -352,18 +525,31 @@ func (c *Controller) sweep(now time.Time) {
 	}
 	c.swept = now
 	for k, b := range c.buckets {
-		if b.inflight == 0 && (b.lim == nil || b.lim.TokensAt(now) >= float64(b.lim.Burst())) {
+		if b.inflight == 0 && b.fetching == nil && (b.lim == nil || b.lim.TokensAt(now) >= float64(b.lim.Burst())) &&
+			(b.key == "" || !now.Before(b.expires)) {
 			delete(c.buckets, k)
 		}
+	}
+	if sh := c.opts.Shared; sh != nil {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
+			defer cancel()
+			if err := sh.sweep(ctx); err != nil {
+				c.logger.Warn("deleting full shared call buckets", "err", err.Error())
+			}
+		}()
 	}
 }
 
 // DefaultConcurrencyRetry is the retryAfterMs of concurrency_limited.
 const DefaultConcurrencyRetry = 250 * time.Millisecond
 
-func errConcurrency(scope string, n int) error {
-	return &switchboard.Error{Kind: switchboard.ErrUnavailable, Code: "concurrency_limited", RetryAfter: DefaultConcurrencyRetry,
-		Message: fmt.Sprintf("this %s already has %d calls in flight, its limit; retry when one ends", scope, n)}
+func errConcurrency(scope string, n int, queued time.Duration) error {
+	msg := fmt.Sprintf("this %s already has %d calls in flight, its limit; retry when one ends", scope, n)
+	if queued > 0 {
+		msg = fmt.Sprintf("this %s had %d calls in flight, its limit, for the %s this call may wait; retry when one ends", scope, n, retryIn(queued))
+	}
+	return &switchboard.Error{Kind: switchboard.ErrUnavailable, Code: "concurrency_limited", RetryAfter: DefaultConcurrencyRetry, Message: msg}
 }
 
 func errRate(scope string, perSecond float64, wait time.Duration) error {

@@ -302,3 +302,68 @@ func TestTenantOwnLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrencyQueues checks the bounded wait at a concurrency limit: a
+// call over it waits for a call in flight to end and is admitted when one
+// does; when none ends within QueueWait it is refused with
+// concurrency_limited and a retry delay, having waited QueueWait, no more
+// than the queue allows; a caller that goes away stops waiting at once.
+func TestConcurrencyQueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const queue = 300 * time.Millisecond
+	c := admission.New(admission.Options{QueueWait: queue, Defaults: admission.Limits{Instance: admission.Limit{Concurrency: 1}}})
+	first, err := c.Admit(ctx, call("t", "a", "u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		tk     admission.Ticket
+		err    error
+		waited time.Duration
+	}
+	queued := func(ctx context.Context) <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			start := time.Now()
+			tk, err := c.Admit(ctx, call("t", "a", "u2"))
+			out <- result{tk, err, time.Since(start)}
+		}()
+		return out
+	}
+	second := queued(ctx)
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case r := <-second:
+		t.Fatalf("a call over the limit did not wait: %v after %s", r.err, r.waited)
+	default:
+	}
+	first.Done()
+	r := <-second
+	if r.err != nil || r.waited >= queue {
+		t.Fatalf("the queued call: %v after %s, want admitted when the first ended", r.err, r.waited)
+	}
+	// Nothing ends now: the next call waits the whole queue, then is
+	// refused.
+	third := <-queued(ctx)
+	checkRefusal(t, third.err, "concurrency_limited", "instance")
+	if third.waited < queue || third.waited > queue+5*time.Second {
+		t.Errorf("refused after %s, want after the queue's %s", third.waited, queue)
+	}
+	// A caller gone while queued is refused at once.
+	gone, cancel := context.WithCancel(ctx)
+	fourth := queued(gone)
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if r := <-fourth; r.err == nil || r.waited >= queue {
+		t.Errorf("a cancelled queued call: %v after %s", r.err, r.waited)
+	}
+	// The refused calls hold no slot: ending the second lets one in at
+	// once.
+	r.tk.Done()
+	if tk, err := c.Admit(ctx, call("t", "a", "u3")); err != nil {
+		t.Errorf("after the second ended: %v", err)
+	} else {
+		tk.Done()
+	}
+}

@@ -312,6 +312,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.local = mcplocal.NewManager(localCfg)
 	admOpts := cfg.Admission
 	admOpts.Store, admOpts.Metrics, admOpts.Logger = admission.NewStore(db), s.metrics, logger
+	if db.Dialect.Replicated() {
+		// Replicas share PostgreSQL: so do the rate limits' buckets.
+		admOpts.Shared = admission.NewShared(db)
+	}
 	s.admission = admission.New(admOpts)
 	if err := s.admission.Load(ctx); err != nil {
 		// The defaults apply until a later read succeeds.

@@ -81,6 +81,8 @@ type config struct {
 	// calls with the same credential fail fast until the wait ends) or
 	// ignore (admission.Options.IgnoreUpstreamWaits).
 	UpstreamWaits string `json:"upstream_waits"`
+	// LimitQueueWait is admission.Options.QueueWait.
+	LimitQueueWait time.Duration `json:"limit_queue_wait"`
 	// CentralClientBudgets are provider=rate pairs (admission.Options.Clients).
 	CentralClientBudgets []string `json:"central_client_budgets"`
 
@@ -329,6 +331,9 @@ func (c *config) validateServe() []error {
 	}
 	if !(c.TraceSampleRatio >= 0 && c.TraceSampleRatio <= 1) {
 		errs = append(errs, fmt.Errorf("--trace-sample-ratio must be between 0 and 1, not %g", c.TraceSampleRatio))
+	}
+	if c.LimitQueueWait < 0 || c.LimitQueueWait > time.Minute {
+		errs = append(errs, fmt.Errorf("--limit-queue-wait must be between 0 and 1m, not %s", c.LimitQueueWait))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))

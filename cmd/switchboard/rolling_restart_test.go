@@ -166,7 +166,8 @@ type threeReplicas struct {
 	hits map[int]int // GET /notes/{n} at the notes upstream, by n
 }
 
-func startThreeReplicas(t *testing.T) *threeReplicas {
+// startThreeReplicas starts them, each with the common flags and extra.
+func startThreeReplicas(t *testing.T, extra ...string) *threeReplicas {
 	t.Helper()
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("builds the binary and starts three server processes")
@@ -203,6 +204,7 @@ func startThreeReplicas(t *testing.T) *threeReplicas {
 	// URIs are built from it), and drains like the compose file's.
 	r.common = []string{"--catalog", registrytest.Write(t, threeReplicaCatalog), "--allow-upstream-cidrs", "127.0.0.1/32",
 		"--public-url", r.front.URL, "--shutdown-delay", "1500ms", "--shutdown-timeout", "15s"}
+	r.common = append(r.common, extra...)
 	for range 3 {
 		dir := t.TempDir()
 		rep := startReplica(t, r.bin, r.env, append([]string{"--data-dir", dir}, r.common...)...)

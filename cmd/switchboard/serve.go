@@ -56,7 +56,7 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 		AuditRetentionDays: c.AuditRetentionDays,
 		OIDCIssuers:        issuers,
 		OIDCDomains:        domains,
-		Admission: admission.Options{Defaults: limits, Clients: budgets,
+		Admission: admission.Options{Defaults: limits, Clients: budgets, QueueWait: c.LimitQueueWait,
 			IgnoreUpstreamWaits: c.UpstreamWaits == "ignore"},
 		Audit: audit.WriterOptions{Buffer: c.AuditMemoryRows, SpoolDir: c.AuditSpoolDir,
 			SpoolRows: int64(c.AuditSpoolRows), AtFull: audit.AtFull(c.AuditAtFull), JournalSync: journalSync(c.AuditJournalSync)},

@@ -163,6 +163,8 @@ var settings = []setting{
 		help: "call limits of each user of an app instance (the user the call acts as), as --limit-tenant", field: func(c *config) any { return &c.LimitUser }},
 	{flag: "limit-connector", env: "SWITCHBOARD_LIMIT_CONNECTOR", def: "off", cmds: cmdServe,
 		help: "call limits of each connector across all tenants, as --limit-tenant (the operator's only)", field: func(c *config) any { return &c.LimitConnector }},
+	{flag: "limit-queue-wait", env: "SWITCHBOARD_LIMIT_QUEUE_WAIT", def: "250ms", cmds: cmdServe,
+		help: "how long a call over a concurrency limit (--limit-*) waits for a call in flight to end before it is refused with concurrency_limited and retryAfterMs; 0 refuses at once", field: func(c *config) any { return &c.LimitQueueWait }},
 	{flag: "upstream-waits", env: "SWITCHBOARD_UPSTREAM_WAITS", def: "learn", cmds: cmdServe,
 		help: "learn: once an upstream answers with a wait (Retry-After on 429/503, an exhausted X-RateLimit/RateLimit quota), later calls with that credential get rate_limited with retryAfterMs without reaching it until the wait ends; ignore: every call goes upstream (for upstreams that limit per route, not per credential)", field: func(c *config) any { return &c.UpstreamWaits }},
 	{flag: "central-client-budgets", env: "SWITCHBOARD_CENTRAL_CLIENT_BUDGETS", defDoc: "none", cmds: cmdServe,

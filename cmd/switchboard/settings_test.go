@@ -76,6 +76,7 @@ var samples = map[string]string{
 	"SWITCHBOARD_LIMIT_INSTANCE":            "concurrency=5",
 	"SWITCHBOARD_LIMIT_USER":                "rate=10/m",
 	"SWITCHBOARD_LIMIT_CONNECTOR":           "rate=100/s,burst=10",
+	"SWITCHBOARD_LIMIT_QUEUE_WAIT":          "1s",
 	"SWITCHBOARD_UPSTREAM_WAITS":            "ignore",
 	"SWITCHBOARD_CENTRAL_CLIENT_BUDGETS":    "github=100/s",
 	"SWITCHBOARD_OTLP_ENDPOINT":             "http://collector.example.test:4318/v1/traces",
