@@ -85,38 +85,29 @@ func (g *Gateway) CacheStats() CacheStats {
 // Estimated sizes, in bytes, of what a cached target holds, from heap
 // profiles of BenchmarkWarmInstanceHeap (which reports the estimate
 // beside the measured heap per instance): the fixed part is the Target,
-// its Instance, the LRU's entry, map slot and TTL bucket slot, the
-// credentials and redactor structs, the field map's header; a field adds
-// its map slot and Secret, and a secret field the forms its redactor
-// looks for (about eight, each a little longer than the value).
+// its Instance, the LRU's entry and map slot, the held fields' header; a
+// field adds its slot and Secret. The credentials built from the fields
+// (their map, base URL and redactor) are held weakly (heldFields) and
+// not counted: a call holds them while it runs.
 const (
-	targetFixedCost  = 1152
-	fieldCost        = 96
-	secretFormFactor = 12
+	targetFixedCost = 720
+	fieldCost       = 96
 )
 
 // cost estimates the bytes t holds once warm: the fixed part and its
-// strings, its fields (decrypted, and redacted when secret) from the
-// sizes of their sealed rows.
+// strings, its fields from the sizes of their sealed rows (held until
+// the first call opens them, then their values).
 func (t *Target) cost(key targetKey) int64 {
 	in := t.Instance
 	n := targetFixedCost + len(key.tenant) + len(key.instance) + len(in.ID) + len(in.Slug)
 	for _, a := range in.Agents {
 		n += 16 + len(a)
 	}
-	m := &t.Connector.Manifest
 	for _, f := range t.sealed {
-		v := max(len(f.Ciphertext)-sealOverhead, 0)
-		n += fieldCost + len(f.Name) + len(f.Ciphertext) + v
-		if spec, ok := m.Field(f.Name); (ok && spec.Secret) || f.Name == m.Auth.Field || f.Name == m.Auth.TokenField {
-			n += secretFormFactor * v
-		}
+		n += fieldCost + len(f.Name) + len(f.Ciphertext)
 	}
 	return int64(n)
 }
-
-// sealOverhead is what sealing adds to a value (AES-GCM's nonce and tag).
-const sealOverhead = 28
 
 // compact returns in as the cache keeps it: only what the call path
 // reads (the instance's identity, connector, auth mode and allowlist),

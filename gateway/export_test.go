@@ -1,4 +1,4 @@
 package gateway
 
 // HoldsCredentials reports whether t keeps decrypted field values.
-func (t *Target) HoldsCredentials() bool { return t.creds.Load() != nil }
+func (t *Target) HoldsCredentials() bool { return t.held.Load() != nil }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -49,4 +50,31 @@ func TestRedactRemovesEverySecretOfTheCall(t *testing.T) {
 		t.Fatal("a new token is not redacted")
 	}
 	redact(c.red, nil, errors.New("x")) // no response, no upstream error: nothing to do
+}
+
+// A warm target keeps its field values; the credentials built from them
+// (field map, redactor) are the collector's once no call holds them, and
+// built again from the values they redact as before.
+func TestBuiltCredentialsAreCollected(t *testing.T) {
+	m := registry.Manifest{Env: []registry.Field{{Name: "KEY", Secret: true}, {Name: "URL"}}}
+	conn := &registry.Connector{Manifest: m}
+	h := holdFields(&conn.Manifest, map[string]secrets.Secret{"KEY": secrets.New("canary-k3y-0002"), "URL": secrets.New("https://api.example")})
+	c := newCredentials(conn, h.fieldMap())
+	h.keep(c)
+	if h.built() != c {
+		t.Fatal("the credentials just built are not returned")
+	}
+	runtime.KeepAlive(c)
+	c = nil
+	runtime.GC()
+	if h.built() != nil {
+		t.Fatal("credentials no call holds survive a collection")
+	}
+	again := newCredentials(conn, h.fieldMap())
+	if got := again.red.String("key canary-k3y-0002 at https://api.example"); got != "key "+secrets.Redacted+" at https://api.example" {
+		t.Fatalf("rebuilt redactor: %q", got)
+	}
+	if again.fields["KEY"].Reveal() != "canary-k3y-0002" || len(again.fields) != 2 {
+		t.Fatal("rebuilt fields differ from the held ones")
+	}
 }
