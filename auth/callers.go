@@ -111,7 +111,7 @@ type Callers struct {
 	mu sync.RWMutex
 	// byHash maps tenants.HashToken(token) to the cached caller, bounded
 	// by the cache budget and TTL (SetCache).
-	byHash *expirable.LRU[string, *cachedCaller]
+	byHash *callerCache
 	// gen increases on every invalidation, so that a lookup that raced with
 	// one does not cache what it read.
 	gen uint64
@@ -137,6 +137,8 @@ type cachedCaller struct {
 	// nanoseconds), so that it records it at most once per
 	// tenants.CallerTouchInterval.
 	touched atomic.Int64
+	// size is what the entry is counted at in the cache's budget.
+	size int64
 }
 
 // Bounds of the refusal caches. A token is 256 random bits, so an
@@ -191,23 +193,70 @@ func (c *Callers) SetSources(limit int, trusted []*net.IPNet) {
 	}
 }
 
-// Cache defaults, and the cost a caller is counted at against the budget
-// (its row, token hash and cache entry measure well under it).
+// Cache defaults. The budget is counted in the bytes each cached caller
+// is estimated to hold (callerCache.cost); the minCallers most recently
+// used stay whatever the budget.
 const (
 	DefaultCacheBudget = 64 << 20
 	DefaultCacheTTL    = 10 * time.Minute
-	callerCost         = 1 << 10
 	minCallers         = 8
 )
 
-func newCallerCache(budget int64, ttl time.Duration) *expirable.LRU[string, *cachedCaller] {
+// callerCache holds authenticated callers by token hash, least recently
+// used first out, bounded by the bytes they are estimated to hold and by
+// a TTL. expirable's LRU keeps the order and the TTL; it bounds entries
+// by count only, so the bytes are counted here, as the gateway's
+// instance cache does: every addition evicts the oldest callers until
+// the total is within the budget. Additions are made under Callers.mu.
+type callerCache struct {
+	*expirable.LRU[string, *cachedCaller]
+	budget int64
+	used   atomic.Int64
+}
+
+func newCallerCache(budget int64, ttl time.Duration) *callerCache {
 	if budget <= 0 {
 		budget = DefaultCacheBudget
 	}
 	if ttl <= 0 {
 		ttl = DefaultCacheTTL
 	}
-	return expirable.NewLRU[string, *cachedCaller](int(max(budget/callerCost, minCallers)), nil, ttl)
+	c := &callerCache{budget: budget}
+	// The count bound is never the one reached: no caller costs less
+	// than callerFixedCost.
+	c.LRU = expirable.NewLRU(int(budget/callerFixedCost)+2*minCallers, func(_ string, e *cachedCaller) {
+		c.used.Add(-e.size)
+	}, ttl)
+	return c
+}
+
+// add caches e under hash (replacing what was there) and evicts the least
+// recently used callers beyond the budget, keeping at least minCallers.
+func (c *callerCache) add(hash string, e *cachedCaller) {
+	c.Remove(hash) // expirable's Add replaces without the eviction callback
+	e.size = callerCost(hash, e.caller)
+	c.used.Add(e.size)
+	c.Add(hash, e)
+	for c.used.Load() > c.budget && c.Len() > minCallers {
+		if _, _, ok := c.RemoveOldest(); !ok {
+			break
+		}
+	}
+}
+
+// callerFixedCost estimates the bytes of a cached caller besides its
+// strings: the Caller row and its timestamps, the cache entry and its
+// slots in the LRU's map and TTL bucket.
+const callerFixedCost = 512
+
+// callerCost estimates the bytes a cached caller holds.
+func callerCost(hash string, cl *tenants.Caller) int64 {
+	n := callerFixedCost + len(hash) + len(cl.ID) + len(cl.TenantID) + len(cl.Name) + len(cl.Kind) +
+		len(cl.AgentID) + len(cl.UserID) + len(cl.UserMode)
+	for _, s := range cl.ExternalSubjects {
+		n += 16 + len(s)
+	}
+	return int64(n)
 }
 
 // SetMetrics counts the cache's hits and misses in m. Call it before
@@ -323,7 +372,7 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 		}
 		c.mu.Lock()
 		if c.gen == gen {
-			c.byHash.Add(hash, entry)
+			c.byHash.add(hash, entry)
 		}
 		c.mu.Unlock()
 	}

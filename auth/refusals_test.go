@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,6 +188,61 @@ func TestCallerCacheIsBounded(t *testing.T) {
 		}
 		if n := cost(tokens[0]); n == 0 {
 			t.Error("the least recently used caller was not evicted")
+		}
+	})
+}
+
+// TestCallerCacheCountsBytes: the callers cache is bounded by the bytes
+// its callers hold, not by a count. A budget of 16 KB holds twenty small
+// callers (a count at 1 KiB each would hold 15); one caller with a
+// hundred long external subjects counts for many, and evicts the oldest
+// small ones.
+func TestCallerCacheCountsBytes(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		svc, callers := subscribedCallers(t, db)
+		callers.SetCache(16_000, time.Hour)
+		var small []string
+		for range 20 {
+			_, tok := issueCron(t, svc)
+			small = append(small, tok)
+		}
+		subjects := make([]string, tenants.MaxExternalSubjects)
+		for i := range subjects {
+			subjects[i] = fmt.Sprintf("partner-%03d-%s", i, strings.Repeat("x", 100))
+		}
+		_, bigTok, err := svc.CreateCaller(ctx, "acme", tenants.CallerRequest{Name: "big", Kind: tenants.KindCron, AgentID: "bot",
+			ExternalSubjects: subjects})
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := bigTok.Reveal()
+		cost := func(tok string) int64 {
+			t.Helper()
+			before := db.Statements()
+			if _, err := callers.Authenticate(ctx, request("Bearer "+tok), "acme"); err != nil {
+				t.Fatal(err)
+			}
+			return db.Statements() - before
+		}
+		for _, tok := range small {
+			cost(tok)
+		}
+		touched(t, db, len(small))
+		if n := cost(small[0]); n != 0 {
+			t.Errorf("the oldest of twenty small callers cost %d statements: the budget holds them all", n)
+		}
+		cost(big)
+		touched(t, db, len(small)+1)
+		if n := cost(big); n != 0 {
+			t.Errorf("the big caller just cached cost %d statements", n)
+		}
+		if n := cost(small[19]); n != 0 {
+			t.Errorf("a recent small caller cost %d statements", n)
+		}
+		if n := cost(small[5]); n == 0 {
+			t.Error("the big caller evicted no more than its count: small callers it displaced by bytes are still cached")
 		}
 	})
 }
