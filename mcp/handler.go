@@ -408,7 +408,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env := &msgs[0]
-	if msg := checkParamHeader(r, env, t.Spec()); msg != "" {
+	msg = checkParamHeader(r, env, t.Spec())
+	if msg == "" {
+		msg = h.checkForwardedParamHeaders(ctx, r, env, p, t)
+	}
+	if msg != "" {
 		log.Info("mcp request refused", "code", "header_mismatch", "agent", p.AgentID)
 		writeRPCError(w, requestID(body), switchboard.E(switchboard.ErrInvalid, "header_mismatch", "%s", msg))
 		return
