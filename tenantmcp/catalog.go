@@ -131,6 +131,7 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 	matched := false
 	var chosen []*gateway.Target
 	var indexes []*Index
+	var named []string
 	for _, t := range cat.targets {
 		m := &t.Connector.Manifest
 		if args.Connector != "" && strings.TrimPrefix(args.Connector, "connector:") != m.ID {
@@ -146,8 +147,12 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 		}
 		chosen = append(chosen, t)
 		indexes = append(indexes, s.indexes.Of(t.Connector.Spec))
+		if q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug) {
+			named = append(named, m.ID, m.Name, t.Instance.Slug)
+		}
 	}
-	corpus := NewCorpus(q, indexes)
+	scoring := q.Without(named...)
+	corpus := NewCorpus(scoring, indexes)
 	filter := func(_ *registry.Entity, a *registry.Action) bool {
 		return args.Safety != SafetyReadOnly || safetyOf(a.Op) == SafetyReadOnly
 	}
@@ -155,7 +160,7 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 	for i, t := range chosen {
 		m := &t.Connector.Manifest
 		named := q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug)
-		for _, h := range indexes[i].Search(q, corpus, filter) {
+		for _, h := range indexes[i].Search(scoring, corpus, filter) {
 			hits = append(hits, scored{address: t.Instance.Slug + "." + h.Entity.Name + "." + h.Action.Name,
 				target: t, entity: h.Entity, action: h.Action, score: h.Score, named: named})
 		}

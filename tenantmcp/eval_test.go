@@ -21,7 +21,7 @@ import (
 // Search quality bounds (recall@5): the goal, and the floor measured.
 const (
 	recallGoal  = 0.9
-	recallFloor = 0.78
+	recallFloor = 0.86
 )
 
 // evalTask is one labelled task of testdata/eval.json: what a user asks,
@@ -104,12 +104,41 @@ func opID(targets []*gateway.Target, address string) string {
 	return address + "?"
 }
 
+// evalScore is recall@1, recall@5 and MRR over a set of tasks.
+type evalScore struct {
+	n, at1, at5 int
+	rr          float64
+}
+
+func (s *evalScore) add(rank int) {
+	s.n++
+	if rank == 1 {
+		s.at1++
+	}
+	if rank >= 1 && rank <= 5 {
+		s.at5++
+	}
+	if rank > 0 {
+		s.rr += 1 / float64(rank)
+	}
+}
+
+func (s evalScore) recall5() float64 { return float64(s.at5) / float64(max(1, s.n)) }
+
+func (s evalScore) String() string {
+	n := float64(max(1, s.n))
+	return fmt.Sprintf("%3d tasks: recall@1 %.3f, recall@5 %.3f, MRR %.3f", s.n, float64(s.at1)/n, float64(s.at5)/n, s.rr/n)
+}
+
 // TestSearchQuality measures search over the labelled tasks of
 // testdata/eval.json across a tenant with every evaluation connector
-// installed: recall@1, recall@5 and MRR (over the first 10 hits). The
-// goal is recall@5 0.9 (issue 16), not reached yet: the test fails below
-// recallFloor, the figure last measured, so that ranking cannot get
-// worse unnoticed, and says how far from the goal it is.
+// installed: recall@1, recall@5 and MRR (over the first 10 hits), on the
+// whole set and on each half. The ranking's weights were set on the
+// tasks at even positions only; the odd ones are held out, so that the
+// gap between the halves shows how much of the figure is fitted to the
+// set. The goal is recall@5 0.9 (issue 16), not reached yet: the test
+// fails below recallFloor, the figure last measured, so that ranking
+// cannot get worse unnoticed, and says how far from the goal it is.
 func TestSearchQuality(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("testdata", "eval.json"))
@@ -132,10 +161,10 @@ func TestSearchQuality(t *testing.T) {
 			}
 		}
 	}
-	var at1, at5 int
-	var rr float64
-	perInstance := map[string][2]int{}
-	for _, task := range tasks {
+	var all evalScore
+	var halves [2]evalScore
+	perInstance := map[string]*evalScore{}
+	for i, task := range tasks {
 		for _, a := range task.Accept {
 			if !known[a] {
 				t.Errorf("task %q accepts %s, which no evaluation connector has", task.Task, a)
@@ -155,36 +184,28 @@ func TestSearchQuality(t *testing.T) {
 			}
 		}
 		inst, _, _ := strings.Cut(task.Accept[0], ":")
-		c := perInstance[inst]
-		c[1]++
-		switch {
-		case rank == 1:
-			at1++
-			fallthrough
-		case rank >= 1 && rank <= 5:
-			at5++
-			c[0]++
+		if perInstance[inst] == nil {
+			perInstance[inst] = &evalScore{}
 		}
-		perInstance[inst] = c
-		if rank > 0 {
-			rr += 1 / float64(rank)
-		}
+		perInstance[inst].add(rank)
+		all.add(rank)
+		halves[i%2].add(rank)
 		if rank == 0 || rank > 5 {
 			t.Logf("miss (rank %d): %q want %v, got %v", rank, task.Task, task.Accept, got[:min(5, len(got))])
 		}
 	}
-	n := float64(len(tasks))
-	r1, r5, mrr := float64(at1)/n, float64(at5)/n, rr/n
-	t.Logf("search quality over %d tasks: recall@1 %.3f, recall@5 %.3f, MRR %.3f", len(tasks), r1, r5, mrr)
+	t.Logf("search quality, all       %s", all)
+	t.Logf("search quality, tuned on  %s (even positions)", halves[0])
+	t.Logf("search quality, held out  %s (odd positions)", halves[1])
 	for _, in := range evalInstances {
-		if c := perInstance[in.slug]; c[1] > 0 {
-			t.Logf("  %-9s recall@5 %d/%d", in.slug, c[0], c[1])
+		if c := perInstance[in.slug]; c != nil {
+			t.Logf("  %-9s recall@5 %d/%d", in.slug, c.at5, c.n)
 		}
 	}
-	if r5 < recallGoal {
+	if r5 := all.recall5(); r5 < recallGoal {
 		t.Logf("recall@5 %.3f is below the goal %.2f", r5, recallGoal)
 	}
-	if r5 < recallFloor {
+	if r5 := all.recall5(); r5 < recallFloor {
 		t.Errorf("recall@5 %.3f, want at least %.2f (the goal is %.2f)", r5, recallFloor, recallGoal)
 	}
 }

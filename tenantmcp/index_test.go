@@ -1,0 +1,92 @@
+package tenantmcp
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/registry"
+)
+
+// TestTerms: camelCase, snake_case and dotted names split into words,
+// and a word's inflections meet on one stem.
+func TestTerms(t *testing.T) {
+	got := terms("chat.postMessage get_files_id listVectorStoreFiles")
+	want := []string{"chat", "post", "messag", "get", "file", "id", "list", "vector", "store", "file"}
+	if !slices.Equal(got, want) {
+		t.Errorf("terms = %v, want %v", got, want)
+	}
+	for _, pair := range [][2]string{{"messages", "messaging"}, {"reminder", "remind"}, {"invitation", "invite"}} {
+		if stem(pair[0]) != stem(pair[1]) {
+			t.Errorf("stem(%q) = %q, stem(%q) = %q: want one stem", pair[0], stem(pair[0]), pair[1], stem(pair[1]))
+		}
+	}
+}
+
+// TestQueryIntentAndNames: the query's first verb gives the class it
+// asks for, and an instance's name leaves the scoring terms unless it is
+// all the query says.
+func TestQueryIntentAndNames(t *testing.T) {
+	for text, want := range map[string]string{
+		"remove a member from the team":   classDelete,
+		"show me that invoice":            classGet,
+		"list the invoices":               classList,
+		"rename the folder":               classUpdate,
+		"add a product to the catalog":    classCreate,
+		"invoices that were paid in june": "",
+	} {
+		if got := ParseQuery(text).intent; got != want {
+			t.Errorf("intent of %q = %q, want %q", text, got, want)
+		}
+	}
+	q := ParseQuery("refund a Stripe charge").Without("stripe", "Stripe")
+	if _, ok := q.weights["stripe"]; ok || q.weights["charg"] != 1 {
+		t.Errorf("weights without stripe: %v", q.weights)
+	}
+	if q := ParseQuery("Stripe").Without("stripe"); q.weights["stripe"] != 1 {
+		t.Errorf("a query that is only a name lost it: %v", q.weights)
+	}
+}
+
+// TestRankingPriors: of two operations whose text matches alike, the one
+// the query's verb asks for, the one on the resource itself rather than
+// a nested one, and the one not deprecated come first.
+func TestRankingPriors(t *testing.T) {
+	op := func(id, method, path string, deprecated bool) *registry.Action {
+		return &registry.Action{Name: id, Op: &registry.Operation{ID: id, Name: id, Method: method, Path: path, Summary: "Widgets", Deprecated: deprecated}}
+	}
+	spec := &registry.Spec{Entities: []*registry.Entity{{Name: "widgets", Actions: []*registry.Action{
+		op("a", "GET", "/widgets", false),
+		op("b", "DELETE", "/widgets/{id}", false),
+		op("c", "GET", "/widgets/{id}", false),
+		op("d", "GET", "/things/{thing}/widgets/{id}", false),
+		op("e", "GET", "/widgets/{id}/old", true),
+	}}}}
+	ix := NewIndex(spec)
+	top := func(query string) []string {
+		hits := ix.Search(ParseQuery(query), nil, nil)
+		slices.SortFunc(hits, func(x, y Hit) int {
+			switch {
+			case x.Score > y.Score:
+				return -1
+			case x.Score < y.Score:
+				return 1
+			}
+			return 0
+		})
+		var ids []string
+		for _, h := range hits {
+			ids = append(ids, h.Action.Op.ID)
+		}
+		return ids
+	}
+	if got := top("delete a widget"); got[0] != "b" {
+		t.Errorf("delete a widget: %v, want b first", got)
+	}
+	if got := top("list widgets"); got[0] != "a" {
+		t.Errorf("list widgets: %v, want a first", got)
+	}
+	got := top("get a widget")
+	if got[0] != "c" || slices.Index(got, "d") < slices.Index(got, "c") || got[len(got)-1] != "e" {
+		t.Errorf("get a widget: %v, want c first, d after it and the deprecated e last", got)
+	}
+}
