@@ -103,7 +103,7 @@ func New(cfg Config) *Server {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Pre(echo.WrapMiddleware(RefuseNUL))
+	e.Pre(RefuseNUL)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

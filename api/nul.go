@@ -3,11 +3,12 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
 )
@@ -27,15 +28,17 @@ func nulError(format string, args ...any) error {
 
 // RefuseNUL is server-wide middleware: a request whose path or query holds
 // a NUL byte (%00) is answered 400 invalid_text naming the path segment or
-// the query parameter, before any handler or store sees it.
-func RefuseNUL(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := checkURL(r.URL); err != nil {
-			switchboard.WriteError(w, err)
-			return
+// the query parameter, before any handler or store sees it. It is echo
+// middleware rather than net/http's wrapped by echo.WrapMiddleware, which
+// builds two closures and a response per request.
+func RefuseNUL(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := checkURL(c.Request().URL); err != nil {
+			switchboard.WriteError(c.Response(), err)
+			return nil
 		}
-		next.ServeHTTP(w, r)
-	})
+		return next(c)
+	}
 }
 
 func checkURL(u *url.URL) error {

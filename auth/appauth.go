@@ -197,7 +197,11 @@ func apiKeyMode(_ context.Context, in ModeInput) (registry.Applier, error) {
 		if !ok || v.IsZero() {
 			return nil, reconnect(au.Field)
 		}
-		parts = []part{{secret: v, isSec: true}}
+		// The one part held in the applier (one allocation per call).
+		k := &keyApplier{delivery: delivery, param: au.Param}
+		k.one[0], k.sec[0] = part{secret: v, isSec: true}, v
+		k.parts = k.one[:]
+		return k, nil
 	}
 	return &keyApplier{delivery: delivery, param: au.Param, parts: parts}, nil
 }
@@ -222,6 +226,8 @@ type keyApplier struct {
 	delivery string
 	param    string
 	parts    []part
+	one      [1]part // parts of a credential that is one secret
+	sec      [1]secrets.Secret
 }
 
 // Format implements fmt.Formatter: fmt reaches unexported fields by
@@ -238,6 +244,10 @@ func (k *keyApplier) LogValue() slog.Value {
 
 // Secrets implements SecretHolder: the secret parts of the credential.
 func (k *keyApplier) Secrets() []secrets.Secret {
+	if k.parts != nil && &k.parts[0] == &k.one[0] {
+		// Read-only, as every SecretHolder's answer: the applier's own.
+		return k.sec[:1:1]
+	}
 	var out []secrets.Secret
 	for _, p := range k.parts {
 		if p.isSec {

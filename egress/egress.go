@@ -61,6 +61,9 @@ func (e *RefusedError) Is(target error) bool { return target == ErrBlockedAddres
 
 // Refusal returns the guard's refusal in err's chain, if any.
 func Refusal(err error) (*RefusedError, bool) {
+	if err == nil {
+		return nil, false // before re, which escapes: no allocation per call
+	}
 	var re *RefusedError
 	ok := errors.As(err, &re)
 	return re, ok

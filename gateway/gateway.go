@@ -872,12 +872,12 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		if resp != nil {
 			g.learn(t, p, resp)
 		}
-		var ue *registry.UpstreamError
+		ue := upstreamError(err)
 		if traced != nil {
 			status := 0
 			if resp != nil {
 				status = resp.Status
-			} else if errors.As(err, &ue) {
+			} else if ue != nil {
 				status = ue.Status
 			}
 			traced(status, errorCode(err))
@@ -885,14 +885,14 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 		switch {
 		case resp != nil:
 			g.metrics.Upstream(resp.Status)
-		case errors.As(err, &ue) && ue.Status != 0:
+		case ue != nil && ue.Status != 0:
 			g.metrics.Upstream(ue.Status)
 		case err != nil:
 			if _, refused := egress.Refusal(err); !refused {
 				g.metrics.Upstream(0)
 			}
 		}
-		if errors.As(err, &ue) {
+		if ue != nil {
 			if r, ok := applier.(auth.Rejecter); ok && ue.Status == http.StatusUnauthorized && attempt == 0 {
 				r.Reject(ctx)
 				continue
@@ -938,8 +938,20 @@ func redact(red *secrets.Redactor, resp *registry.Response, err error) {
 		resp.Body = red.Bytes(resp.Body)
 		red.Header(resp.Header)
 	}
-	var ue *registry.UpstreamError
-	if errors.As(err, &ue) {
+	if ue := upstreamError(err); ue != nil {
 		ue.Message = red.String(ue.Message)
 	}
+}
+
+// upstreamError is err's *registry.UpstreamError, nil when it has none.
+// A nil err costs no allocation (the target of errors.As escapes).
+func upstreamError(err error) *registry.UpstreamError {
+	if err == nil {
+		return nil
+	}
+	var ue *registry.UpstreamError
+	if errors.As(err, &ue) {
+		return ue
+	}
+	return nil
 }

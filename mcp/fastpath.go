@@ -116,9 +116,10 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 				}
 				meta = p.raw
 			case p.key == "name" && env.method == "tools/call":
-				if !decodeString(p.raw, &name) {
+				if p.raw[0] != '"' {
 					return false
 				}
+				name, _ = toolName(env) // decoded once per request
 				hasName = true
 			case p.key == "arguments" && env.method == "tools/call":
 				if p.raw[0] != '{' && string(p.raw) != "null" {
@@ -210,7 +211,9 @@ func simpleID(raw []byte) bool {
 func acceptsBoth(values []string) bool {
 	jsonOK, streamOK := false, false
 	for _, value := range values {
-		for _, raw := range strings.Split(value, ",") {
+		for rest, more := value, true; more; {
+			var raw string
+			raw, rest, more = strings.Cut(rest, ",")
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":
@@ -228,6 +231,9 @@ func acceptsBoth(values []string) bool {
 // baseMediaType is the media type of a Content-Type value, "" when it
 // does not parse (as the SDK reads it).
 func baseMediaType(value string) string {
+	if value == "application/json" {
+		return value // what every client sends, without the parser's map
+	}
 	mt, _, err := mime.ParseMediaType(value)
 	if err != nil {
 		return ""

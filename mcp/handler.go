@@ -106,7 +106,7 @@ type handler struct {
 	origins   map[string]bool
 
 	mu      sync.Mutex
-	servers map[string]*connServer // by connector id@version
+	servers map[serverKey]*connServer
 
 	fast fastPath
 	// fastServed counts requests the fast path answered (for tests).
@@ -139,7 +139,7 @@ func NewHandler(g *gateway.Gateway, opts Options) http.Handler {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	h := &handler{g: g, logger: logger, opts: opts, servers: map[string]*connServer{}, origins: allowedOrigins(opts)}
+	h := &handler{g: g, logger: logger, opts: opts, servers: map[serverKey]*connServer{}, origins: allowedOrigins(opts)}
 	streamable := sdk.NewStreamableHTTPHandler(h.getServer, &sdk.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
@@ -380,7 +380,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if h.resourceFlow(w, r, log, tenantSlug, instanceSlug, body) {
+	// The body is split once, here: the resource flow and the agent path
+	// read the same messages.
+	msgs, isBatch, code, msg := checkJSONRPC(body)
+	if code == 0 && !isBatch && len(msgs) == 1 && h.resourceFlow(w, r, log, tenantSlug, instanceSlug, body, &msgs[0]) {
 		return
 	}
 	ctx := r.Context()
@@ -395,7 +398,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	msgs, isBatch, code, msg := checkJSONRPC(body)
 	if code != 0 {
 		log.Info("mcp request refused", "code", rpcCodeName(code), "agent", p.AgentID)
 		writeRPCError(w, requestID(body), switchboard.E(switchboard.ErrInvalid, rpcCodeName(code), "%s", msg))
@@ -511,18 +513,21 @@ func calledTool(body []byte) (string, bool) {
 	return toolName(&msgs[0])
 }
 
-// toolName returns the name a tools/call request's params give.
+// toolName returns the name a tools/call request's params give, decoded
+// once per message.
 func toolName(env *envelope) (string, bool) {
-	var paramsBuf [8]member
-	params, _ := scanObject(paramsBuf[:0], env.params)
-	for _, p := range params {
-		if p.key == "name" {
-			var name string
-			decodeString(p.raw, &name)
-			return name, true
+	if !env.nameRead {
+		env.nameRead = true
+		var paramsBuf [8]member
+		params, _ := scanObject(paramsBuf[:0], env.params)
+		for _, p := range params {
+			if p.key == "name" {
+				decodeString(p.raw, &env.name)
+				break
+			}
 		}
 	}
-	return "", true
+	return env.name, true
 }
 
 // bearerToken returns the request's bearer token.
@@ -617,16 +622,20 @@ func (h *handler) getServer(r *http.Request) *sdk.Server {
 // serverFor returns the connector's server, built on first use.
 func (h *handler) serverFor(a *authorized) *connServer {
 	conn := a.target.Connector
-	key := conn.Manifest.ID + "@" + conn.Manifest.Version
+	key := serverKey{conn.Manifest.ID, conn.Manifest.Version}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s, ok := h.servers[key]; ok {
 		return s
 	}
-	s := h.newServer(key, conn)
+	s := h.newServer(key.id+"@"+key.version, conn)
 	h.servers[key] = s
 	return s
 }
+
+// serverKey names a connector's server: its id and version (a struct,
+// not the two joined, so that a lookup builds no string).
+type serverKey struct{ id, version string }
 
 // listTTL is the ttlMs of list results: tools change with the connector
 // version only, but the answer depends on the caller (the instance and its

@@ -29,15 +29,12 @@ func checkParamHeader(r *http.Request, env *envelope, api *registry.Spec) string
 	if api == nil || env.method != "tools/call" || r.Header.Get(headerVersion) != versionStateless || len(env.params) == 0 || env.params[0] != '{' {
 		return ""
 	}
-	var name string
+	name, _ := toolName(env)
 	var args []byte
 	var paramsBuf [8]member
 	params, _ := scanObject(paramsBuf[:0], env.params)
 	for _, p := range params {
-		switch p.key {
-		case "name":
-			decodeString(p.raw, &name)
-		case "arguments":
+		if p.key == "arguments" {
 			args = p.raw
 		}
 	}

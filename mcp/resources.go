@@ -36,12 +36,11 @@ const anonymousBearer = "Bearer switchboard-anonymous"
 // knowledge checkAccess call, or the handshake; all on an
 // instance whose connector is a knowledge source. It answers it and
 // reports true, or reports false and leaves the request to the agent path.
-func (h *handler) resourceFlow(w http.ResponseWriter, r *http.Request, log gateway.CallLog, tenantSlug, instanceSlug string, body []byte) bool {
-	msgs, isBatch, code, _ := checkJSONRPC(body)
-	if code != 0 || isBatch || len(msgs) != 1 || !msgs[0].hasMethod {
+// env is the request's one message, well formed.
+func (h *handler) resourceFlow(w http.ResponseWriter, r *http.Request, log gateway.CallLog, tenantSlug, instanceSlug string, body []byte, env *envelope) bool {
+	if !env.hasMethod {
 		return false
 	}
-	env := &msgs[0]
 	_, hasAuth := r.Header["Authorization"]
 	resource := strings.HasPrefix(env.method, "resources/")
 	if env.method == "tools/call" {

@@ -35,6 +35,9 @@ type envelope struct {
 	error     bool
 	jsonrpc   string
 	raw       []byte // the whole message
+
+	name     string // params.name of a tools/call, once toolName read it
+	nameRead bool
 }
 
 // Member names the protocol reads, by object.
@@ -334,20 +337,44 @@ func memberName(raw []byte) (string, bool) {
 			return actionArg, true
 		}
 	}
-	var s string
-	return s, decodeString(raw, &s)
+	return unquote(raw)
 }
 
-// decodeString decodes a JSON string value.
+// decodeString decodes a JSON string value into *out (left as is when
+// raw is not one). out does not escape: the caller's variable stays on
+// its stack.
 func decodeString(raw []byte, out *string) bool {
+	s, ok := unquote(raw)
+	if ok {
+		*out = s
+	}
+	return ok
+}
+
+// unquote decodes a JSON string value. The values the protocol's hot
+// path reads over and over (its version, the methods) are returned as
+// constants, without a copy.
+func unquote(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
-		return false
+		return "", false
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
-		*out = string(raw[1 : len(raw)-1])
-		return true
+		switch v := raw[1 : len(raw)-1]; string(v) { // compared, not copied
+		case "2.0":
+			return "2.0", true
+		case "tools/call":
+			return "tools/call", true
+		case "tools/list":
+			return "tools/list", true
+		default:
+			return string(v), true
+		}
 	}
-	return json.Unmarshal(raw, out) == nil
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // The scanners below work on valid JSON (json.Valid is checked first).

@@ -274,7 +274,7 @@ func FuzzDecodeArgs(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	for _, s := range []string{`{"action":"get","id":"w1"}`, `{"a":"x","a":"y"}`, `{"a":"\u00e9\n\"","b":1.50,"c":null,"d":[1,"2"],"e":{"f":true}}`,
-		`{"big":12345678901234567890,"neg":-0,"exp":1e400}`, `{"s":"\ud800"}`, `{}`, `null`, ` `, `[1]`, `"x"`, `{"a":}`} {
+		`{"big":12345678901234567890,"neg":-0,"exp":1e400}`, `{"s":"\ud800"}`, "\n {\"a\" : \"x\" ,\"b\":\"\",\"c\":\"y\\\"\"} ", `{}`, `null`, ` `, `[1]`, `"x"`, `{"a":}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {

@@ -129,7 +129,7 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	if raw[0] == '{' && utf8.Valid(raw) && json.Valid(raw) {
 		var buf [16]member
 		if members, ok := scanObject(buf[:0], raw); ok {
-			if args, ok := membersMap(members); ok {
+			if args, ok := membersMap(raw, members); ok {
 				return args, nil
 			}
 		}
@@ -141,19 +141,33 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	return args, nil
 }
 
-// membersMap is the map of an object's members, a later member winning
-// over an earlier one of the same name (as in encoding/json).
-func membersMap(members []member) (map[string]any, bool) {
+// membersMap is the map of the members of object, a later member winning
+// over an earlier one of the same name (as in encoding/json). members
+// are object's, split by scanObject. String values without escapes are
+// substrings of one copy of object (one allocation, not one per value).
+func membersMap(object []byte, members []member) (map[string]any, bool) {
 	args := make(map[string]any, len(members))
+	var text string
 	for _, m := range members {
-		var v any
 		if m.raw[0] == '"' {
-			var s string
-			if !decodeString(m.raw, &s) {
+			// m.raw is a slice of object: its offset is the difference
+			// of their capacities.
+			if start := cap(object) - cap(m.raw); bytes.IndexByte(m.raw, '\\') < 0 && start >= 0 && start+len(m.raw) <= len(object) {
+				if text == "" {
+					text = string(object)
+				}
+				args[m.key] = text[start+1 : start+len(m.raw)-1]
+				continue
+			}
+			s, ok := unquote(m.raw)
+			if !ok {
 				return nil, false
 			}
-			v = s
-		} else if err := json.Unmarshal(m.raw, &v); err != nil {
+			args[m.key] = s
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(m.raw, &v); err != nil {
 			return nil, false
 		}
 		args[m.key] = v

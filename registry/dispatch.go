@@ -309,11 +309,11 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	accept := op.Accept
-	if accept == "" {
-		accept = "application/json"
+	if accept := op.Accept; accept == "" || accept == "application/json" {
+		req.Header["Accept"] = acceptJSON
+	} else {
+		req.Header.Set("Accept", accept)
 	}
-	req.Header.Set("Accept", accept)
 	if c.Credentials != nil {
 		apply := c.Credentials.Apply
 		if oa, ok := c.Credentials.(OperationApplier); ok {
@@ -325,6 +325,11 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	}
 	return req, nil
 }
+
+// acceptJSON is the Accept header of most upstream requests, shared:
+// header values are never modified in place (Add and Set replace the
+// slice).
+var acceptJSON = []string{"application/json"}
 
 // takesArg reports whether name is one of op's arguments: a parameter's
 // or "body". (A scan, not a map: operations have few parameters, and
