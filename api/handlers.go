@@ -64,6 +64,36 @@ func (s *Server) getTenant(c echo.Context) error {
 	return c.JSON(http.StatusOK, t)
 }
 
+// TenantPatch is the body of PATCH /v1/tenants/{tenant}: the tenant's
+// settings. mcp_context_budget is bytes of tools/list, or null for the
+// operator's default; an absent property keeps its value.
+type TenantPatch struct {
+	MCPContextBudget json.RawMessage `json:"mcp_context_budget"`
+}
+
+// patchTenant changes the tenant's settings.
+func (s *Server) patchTenant(c echo.Context) error {
+	var req TenantPatch
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if req.MCPContextBudget == nil {
+		return s.getTenant(c)
+	}
+	var budget *int
+	if err := json.Unmarshal(req.MCPContextBudget, &budget); err != nil {
+		return switchboard.E(switchboard.ErrInvalid, "invalid_context_budget",
+			"mcp_context_budget must be an integer number of bytes, or null for the operator's default")
+	}
+	t, err := s.cfg.Tenants.SetContextBudget(ctx, c.Param("tenant"), budget)
+	if err != nil {
+		return err
+	}
+	s.recordAs(actorOf(c), t.ID, "", t.Slug, "tenant.settings")
+	return c.JSON(http.StatusOK, t)
+}
+
 // installBody is the body of PUT and PATCH of an instance as it arrives:
 // properties are pointers so that a missing one is told apart from an
 // empty one, and field values are raw so that a value of the wrong type
@@ -73,6 +103,9 @@ type installBody struct {
 	AuthMode    *string                    `json:"auth_mode"`
 	Fields      map[string]json.RawMessage `json:"fields"`
 	Agents      *[]string                  `json:"agents"`
+	// ToolsMode is optional in a PUT too: absent keeps the stored mode
+	// (auto for a new instance).
+	ToolsMode *string `json:"tools_mode"`
 }
 
 // fields decodes the field values: a string sets, null clears.
@@ -118,7 +151,14 @@ func (b *installBody) request(cat *registry.Catalog) (tenants.InstallRequest, er
 	if err != nil {
 		return tenants.InstallRequest{}, err
 	}
-	return tenants.InstallRequest{ConnectorID: *b.ConnectorID, AuthMode: *b.AuthMode, Agents: *b.Agents, Fields: fields}, nil
+	req := tenants.InstallRequest{ConnectorID: *b.ConnectorID, AuthMode: *b.AuthMode, Agents: *b.Agents, Fields: fields}
+	if b.ToolsMode != nil {
+		if err := tenants.CheckToolsMode(*b.ToolsMode); err != nil {
+			return tenants.InstallRequest{}, err
+		}
+		req.ToolsMode = *b.ToolsMode
+	}
+	return req, nil
 }
 
 // withoutAuthModes reports whether the catalog's connector id declares no
@@ -162,7 +202,7 @@ func (s *Server) patchInstance(c echo.Context) error {
 		return err
 	}
 	view, err := s.cfg.Tenants.Patch(c.Request().Context(), c.Param("tenant"), c.Param("instance"),
-		tenants.InstancePatch{ConnectorID: body.ConnectorID, AuthMode: body.AuthMode, Agents: body.Agents, Fields: fields})
+		tenants.InstancePatch{ConnectorID: body.ConnectorID, AuthMode: body.AuthMode, Agents: body.Agents, Fields: fields, ToolsMode: body.ToolsMode})
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ var roleTable = map[string]roleCase{
 	"POST /v1/tenants":                                           {"POST", "/v1/tenants", `{}`, [7]int{400, 403, 403, 403, 403, 403, 401}},
 	"GET /v1/tenants":                                            {"GET", "/v1/tenants", ``, [7]int{200, 403, 403, 403, 403, 403, 401}},
 	"GET /v1/tenants/:tenant":                                    {"GET", "/v1/tenants/acme", ``, [7]int{200, 200, 200, 200, 404, 404, 401}},
+	"PATCH /v1/tenants/:tenant":                                  {"PATCH", "/v1/tenants/acme", `{}`, [7]int{200, 200, 200, 403, 404, 404, 401}},
 	"GET /v1/connectors":                                         {"GET", "/v1/connectors", ``, [7]int{200, 200, 200, 200, 200, 200, 401}},
 	"GET /v1/connectors/:connector":                              {"GET", "/v1/connectors/github", ``, [7]int{200, 200, 200, 200, 200, 200, 401}},
 	"GET /v1/connectors/:connector/icons/:size":                  {"GET", "/v1/connectors/github/icons/small", ``, [7]int{200, 200, 200, 200, 200, 200, 401}},

@@ -63,6 +63,7 @@ var routes = []route{
 	{"POST", "/v1/tenants", needOperator, func(s *Server) echo.HandlerFunc { return s.createTenant }},
 	{"GET", "/v1/tenants", needOperator, func(s *Server) echo.HandlerFunc { return s.listTenants }},
 	{"GET", "/v1/tenants/:tenant", needMember, func(s *Server) echo.HandlerFunc { return s.getTenant }},
+	{"PATCH", "/v1/tenants/:tenant", needAdmin, func(s *Server) echo.HandlerFunc { return s.patchTenant }},
 	{"GET", "/v1/connectors", needSignedIn, func(s *Server) echo.HandlerFunc { return s.listConnectors }},
 	{"GET", "/v1/connectors/:connector", needSignedIn, func(s *Server) echo.HandlerFunc { return s.getConnector }},
 	{"GET", "/v1/connectors/:connector/icons/:size", needSignedIn, func(s *Server) echo.HandlerFunc { return s.getConnectorIcon }},

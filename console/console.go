@@ -191,6 +191,7 @@ func (c *Console) Mount(e *echo.Echo) {
 	g.GET("/audit.csv", c.page(c.auditCSV))
 	// The instance page's actions (instance_page.go, instance_grants.go).
 	g.POST("/instances/:instance/agents", c.page(c.editAgents))
+	g.POST("/instances/:instance/tools-mode", c.page(c.setToolsMode))
 	g.POST("/instances/:instance/test", c.page(c.testConnection))
 	g.GET("/instances/:instance/delete", c.page(c.confirmDelete))
 	g.POST("/instances/:instance/delete", c.page(c.deleteInstance))

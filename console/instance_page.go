@@ -35,6 +35,7 @@ const recentCalls = 20
 var notices = map[string]string{
 	"saved":        "Saved. The configuration passed verification before it was saved; the result is below.",
 	"agents":       "The agent allowlist is saved.",
+	"tools-mode":   "The MCP tools mode is saved.",
 	"disconnected": "Your account is disconnected: agents can no longer act for you on this instance.",
 }
 
@@ -240,6 +241,21 @@ func (c *Console) editAgents(ec echo.Context, v *Viewer) error {
 		return c.refuse(ec, v, d, err)
 	}
 	return ec.Redirect(http.StatusSeeOther, Prefix+"instances/"+d.Slug+"?done=agents")
+}
+
+// setToolsMode sets what the instance endpoint's tools/list declares
+// (the form field tools_mode: auto, tools or meta) through the tenant
+// service's Patch: a bad value is shown on the page and changes nothing.
+func (c *Console) setToolsMode(ec echo.Context, v *Viewer) error {
+	d, t, err := c.instanceAction(ec, v, true)
+	if err != nil {
+		return err
+	}
+	mode := ec.Request().PostForm.Get("tools_mode")
+	if _, err := c.cfg.Tenants.Patch(ec.Request().Context(), t.Slug, d.Slug, tenants.InstancePatch{ToolsMode: &mode}); err != nil {
+		return c.refuse(ec, v, d, err)
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"instances/"+d.Slug+"?done=tools-mode")
 }
 
 // testConnection runs the instance's probe, as POST

@@ -262,6 +262,33 @@ func TestInstanceAdminActions(t *testing.T) {
 		t.Fatalf("after removing: %q", got)
 	}
 
+	// The tools mode: a select of the three, saved through Patch; a bad
+	// value or a member changes nothing.
+	toolsMode := func() string {
+		in, err := s.Tenants().Instance(ctx, "acme", "notes-key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.ToolsMode
+	}
+	if p := s.get(t, page, s.Session); !strings.Contains(p.body, `<option value="auto" selected>`) || !strings.Contains(p.body, `name="tools_mode"`) {
+		t.Error("the instance page does not show the tools mode auto")
+	}
+	if p := s.post(t, page+"/tools-mode", s.Session, form(s.Session, "tools_mode", "everything")); p.status != 400 ||
+		!strings.Contains(p.body, "<code>invalid_tools_mode</code>") || toolsMode() != tenants.ToolsAuto {
+		t.Errorf("bad tools mode: status %d, stored %q", p.status, toolsMode())
+	}
+	if p := s.post(t, page+"/tools-mode", member, form(member, "tools_mode", "meta")); p.status != 403 || toolsMode() != tenants.ToolsAuto {
+		t.Errorf("member sets the tools mode: status %d, stored %q", p.status, toolsMode())
+	}
+	if p := s.post(t, page+"/tools-mode", s.Session, form(s.Session, "tools_mode", "meta")); p.status != 303 || p.header.Get("Location") != page+"?done=tools-mode" {
+		t.Fatalf("tools mode meta: status %d, Location %q", p.status, p.header.Get("Location"))
+	}
+	if p := s.get(t, page+"?done=tools-mode", s.Session); toolsMode() != tenants.ToolsMeta || !strings.Contains(p.body, `<option value="meta" selected>`) ||
+		!strings.Contains(p.body, "The MCP tools mode is saved.") {
+		t.Errorf("after saving meta: stored %q", toolsMode())
+	}
+
 	// Test connection runs the probe against the upstream.
 	p = s.post(t, page+"/test", s.Session, form(s.Session))
 	if p.status != 200 || !strings.Contains(p.body, `class="test-result pass"`) || !strings.Contains(p.body, `&#34;ok&#34;: true`) {

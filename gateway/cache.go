@@ -117,7 +117,7 @@ func (t *Target) cost(key targetKey) int64 {
 func compact(in *tenants.Instance, ten *tenants.Tenant, connectorID, version string) *tenants.Instance {
 	out := &tenants.Instance{ID: in.ID, TenantID: in.TenantID, Slug: in.Slug, ConnectorID: in.ConnectorID,
 		ConnectorVersion: in.ConnectorVersion, AuthMode: intern(in.AuthMode), Agents: in.Agents,
-		AuthState: intern(in.AuthState), Revision: in.Revision}
+		AuthState: intern(in.AuthState), Revision: in.Revision, ToolsMode: intern(in.ToolsMode)}
 	if out.TenantID == ten.ID {
 		out.TenantID = ten.ID
 	}
@@ -135,7 +135,8 @@ var interned = map[string]string{}
 
 func init() {
 	for _, v := range []string{registry.ModeAPIKey, registry.ModeAccessToken, registry.ModeClientCredentials,
-		registry.ModeOAuth, registry.ModeOAuthCentral, registry.ModeJWT, tenants.AuthReady, tenants.AuthUnverified} {
+		registry.ModeOAuth, registry.ModeOAuthCentral, registry.ModeJWT, tenants.AuthReady, tenants.AuthUnverified,
+		tenants.ToolsAuto, tenants.ToolsList, tenants.ToolsMeta} {
 		interned[v] = v
 	}
 }

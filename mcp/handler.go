@@ -38,6 +38,7 @@ import (
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/mcplocal"
 	"github.com/switchboardhq/switchboard/registry/mcpremote"
+	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // Options configures the MCP endpoint.
@@ -66,6 +67,31 @@ type Options struct {
 	// DisableFastPath sends every request through the SDK (for the
 	// differential test).
 	DisableFastPath bool
+	// ContextBudget is the operator's default context budget: the
+	// largest tools/list, in bytes, an instance in tenants.ToolsAuto
+	// serves before serving the meta-tools instead (a tenant's own
+	// budget, tenants.Tenant.MCPContextBudget, comes first). 0 is
+	// DefaultContextBudget.
+	ContextBudget int
+	// Meta serves the meta-tools scoped to one instance (the tenant
+	// catalog endpoint's); nil serves every instance its tools.
+	Meta MetaTools
+}
+
+// DefaultContextBudget is the context budget when the operator sets none:
+// 24 KiB of tools/list, about 6,000 tokens of an agent's context. The
+// compiler shortens every OpenAPI connector's tools/list to fit 32 KiB
+// (openapi.ToolsBudget): whole vendor APIs end near that bound (29-32 KiB
+// for the six shared descriptions) and serve the meta-tools, while curated
+// connectors (the built-in GitHub and Slack, 22-23 KiB) keep their tools.
+const DefaultContextBudget = 24 << 10
+
+// MetaTools serves the meta-tools (search, describe, call, guide) scoped
+// to one instance, for an instance endpoint whose tools/list is too large
+// (tenantmcp.Server). The request is authenticated and its agent allowed
+// on t; its body is unread.
+type MetaTools interface {
+	ServeInstance(w http.ResponseWriter, r *http.Request, p *auth.Principal, t *gateway.Target, log gateway.CallLog)
 }
 
 // Path shapes of the endpoint.
@@ -124,6 +150,9 @@ type connServer struct {
 	statelessMeta []byte
 	// entities are the tools' entities, by tool name.
 	entities map[string]*registry.Entity
+	// listBytes is the size of the tools/list result,
+	// {"tools":[...]}: what the context budget is compared with.
+	listBytes int
 }
 
 // NewHandler returns the MCP endpoint: paths of the form
@@ -405,6 +434,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	version := r.Header.Get(headerVersion)
 	a := &authorized{principal: p, target: t, log: log, surface: surfaceOf(version)}
+	if h.servesMeta(a) {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		h.opts.Meta.ServeInstance(w, r, p, t, log)
+		return
+	}
 	if isBatch {
 		h.serveBatch(w, withAuthorized(r, a), msgs, body, version)
 		return
@@ -686,6 +721,7 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		s.AddReceivingMiddleware(h.remoteTools)
 		return cs
 	}
+	var declared []*registry.Entity
 	for _, e := range conn.Spec.Entities {
 		if e.InputSchema == nil || e.InputSchema.Type != "object" {
 			h.logger.Warn("entity left out of the MCP tools: its input schema is not an object", "connector", m.ID, "entity", e.Name)
@@ -695,7 +731,9 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		tool := e.MCPTool()
 		s.AddTool(tool, th)
 		cs.entities[e.Name] = e
+		declared = append(declared, e)
 	}
+	cs.listBytes = registry.MCPToolsListSize(declared)
 	if src != nil {
 		s.AddTool(knowledgeTool(src), func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			// Reached only through the agent path: agents do not read.
@@ -704,6 +742,37 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		})
 	}
 	return cs
+}
+
+// servesMeta reports whether a's instance endpoint serves the meta-tools
+// instead of its connector's tools: its tools mode says meta, or says auto
+// (or nothing) and the connector's tools/list is larger than the tenant's
+// context budget. Instances proxying an MCP server keep their server's
+// tools.
+func (h *handler) servesMeta(a *authorized) bool {
+	t := a.target
+	if h.opts.Meta == nil || t.Spec() == nil {
+		return false
+	}
+	switch t.Instance.ToolsMode {
+	case tenants.ToolsMeta:
+		return true
+	case tenants.ToolsList:
+		return false
+	}
+	return h.serverFor(a).listBytes > h.contextBudget(t.Tenant)
+}
+
+// contextBudget is the tenant's context budget: its own, else the
+// operator's.
+func (h *handler) contextBudget(t *tenants.Tenant) int {
+	if t != nil && t.MCPContextBudget != nil {
+		return *t.MCPContextBudget
+	}
+	if h.opts.ContextBudget > 0 {
+		return h.opts.ContextBudget
+	}
+	return DefaultContextBudget
 }
 
 // forwards reports whether conn's instances proxy an MCP server (an

@@ -107,6 +107,9 @@ type Config struct {
 	MCPIssuer      string
 	MCPJWKSURL     string
 	MCPScopes      []string
+	// MCPContextBudget is the tenants' default context budget
+	// (mcp.Options.ContextBudget; 0: mcp.DefaultContextBudget).
+	MCPContextBudget int
 	// OIDCIssuers turn on OpenID Connect sign-in for people;
 	// OIDCDomains maps a tenant's slug to the email domains that may
 	// join it by signing in (unlisted tenants are invitation only).
@@ -394,7 +397,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ConnectLinks: flows,
 		Limits:       s.admission,
 	})
-	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins}
+	catalogEndpoint := tenantmcp.New(gw, tenantmcp.Options{Logger: logger, Keyring: keys, PublicURL: cfg.PublicURL,
+		AllowedOrigins: cfg.MCPAllowedOrigins})
+	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins,
+		ContextBudget: cfg.MCPContextBudget, Meta: catalogEndpoint}
 	if len(cfg.MCPAuthServers) > 0 {
 		mcpOpts.Authorization = &mcp.Authorization{
 			AuthorizationServers: cfg.MCPAuthServers, Issuer: cfg.MCPIssuer, JWKSURL: cfg.MCPJWKSURL, Scopes: cfg.MCPScopes,
@@ -409,8 +415,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		flows:    flows,
 		mcp:      mcp.NewHandler(gw, mcpOpts),
 		resource: mcp.ProtectedResourceHandler(mcpOpts),
-		tenant: tenantmcp.New(gw, tenantmcp.Options{Logger: logger, Keyring: keys, PublicURL: cfg.PublicURL,
-			AllowedOrigins: cfg.MCPAllowedOrigins}),
+		tenant:   catalogEndpoint,
 	})
 	pages, err := console.New(console.Config{
 		Catalog:     cat,

@@ -32,6 +32,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/secrets"
@@ -206,6 +207,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	log = log.With(slog.String("agent", p.AgentID))
 	st := &requestState{principal: p, log: log, surface: surfaceOf(r.Header.Get("Mcp-Protocol-Version"))}
+	s.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// ServeInstance serves the meta-tools scoped to one instance, on its
+// instance endpoint (mcp.MetaTools): the same four tools, whose catalog
+// is t alone. The instance endpoint authenticated the request and
+// allowed its agent on t; a call still goes through the instance
+// endpoint's call path, which checks the allowlist again and audits it.
+func (s *Server) ServeInstance(w http.ResponseWriter, r *http.Request, p *auth.Principal, t *gateway.Target, log gateway.CallLog) {
+	st := &requestState{principal: p, log: log.With(slog.String("tools", "meta")), surface: surfaceOf(r.Header.Get("Mcp-Protocol-Version")),
+		cat: &catalog{targets: []*gateway.Target{t}}}
 	s.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 }
 

@@ -119,6 +119,14 @@ func (s *Service) delivered(c Change) {
 }
 
 func (s *Service) deliver(c Change) {
+	// The tenants CachedTenant holds go first, so that no subscriber
+	// reloads a changed tenant from them.
+	switch {
+	case c.All:
+		s.store.forgetTenant("")
+	case c.TenantSlug != "" && c.Instance == "" && c.Caller == "" && c.User == "":
+		s.store.forgetTenant(c.TenantSlug)
+	}
 	s.mu.RLock()
 	subs := slices.Clone(s.subs)
 	s.mu.RUnlock()
@@ -179,6 +187,28 @@ func (s *Service) CreateTenant(ctx context.Context, slug, name string) (*Tenant,
 	return t, nil
 }
 
+// SetContextBudget sets the tenant's context budget in bytes of tools/list
+// (Tenant.MCPContextBudget); nil returns it to the operator's default.
+// A budget out of bounds is ErrInvalid "invalid_context_budget" and
+// changes nothing. Every replica drops its cached instances of the tenant.
+func (s *Service) SetContextBudget(ctx context.Context, slug string, budget *int) (*Tenant, error) {
+	if budget != nil {
+		if err := CheckContextBudget(*budget); err != nil {
+			return nil, err
+		}
+	}
+	t, err := s.store.Tenant(ctx, slug)
+	if err != nil {
+		return nil, err
+	}
+	var c Change
+	if err := s.store.setContextBudget(ctx, t, budget, &c); err != nil {
+		return nil, err
+	}
+	s.delivered(c)
+	return s.store.Tenant(ctx, slug)
+}
+
 // Tenant returns a tenant by slug.
 func (s *Service) Tenant(ctx context.Context, slug string) (*Tenant, error) {
 	return s.store.Tenant(ctx, slug)
@@ -205,6 +235,10 @@ type InstallRequest struct {
 	AuthMode    string                     `json:"auth_mode"`
 	Fields      map[string]*secrets.Secret `json:"fields,omitempty"`
 	Agents      []string                   `json:"agents"`
+	// ToolsMode is the instance endpoint's tools mode (ToolsAuto,
+	// ToolsList, ToolsMeta); "" keeps the stored one (ToolsAuto for a new
+	// instance).
+	ToolsMode string `json:"tools_mode,omitempty"`
 }
 
 // Field states of a FieldView.
@@ -300,6 +334,7 @@ type InstancePatch struct {
 	AuthMode    *string                    `json:"auth_mode"`
 	Fields      map[string]*secrets.Secret `json:"fields,omitempty"`
 	Agents      *[]string                  `json:"agents"`
+	ToolsMode   *string                    `json:"tools_mode"`
 }
 
 // Patch applies p to the existing instance slug, with the rules and the
@@ -328,6 +363,12 @@ func (s *Service) Patch(ctx context.Context, tenantSlug, slug string, p Instance
 	if p.Agents != nil {
 		req.Agents = *p.Agents
 	}
+	if p.ToolsMode != nil {
+		if err := CheckToolsMode(*p.ToolsMode); err != nil {
+			return nil, err
+		}
+		req.ToolsMode = *p.ToolsMode
+	}
 	v, _, err := s.install(ctx, t, slug, req, &cur.Revision)
 	return v, err
 }
@@ -352,6 +393,11 @@ func (s *Service) install(ctx context.Context, t *Tenant, slug string, req Insta
 	if !m.SupportsMode(req.AuthMode) && !(len(m.Auth.Modes) == 0 && req.AuthMode == "") {
 		return nil, false, invalid("unsupported_auth_mode", "connector %s supports auth modes %s, not %q",
 			m.ID, strings.Join(m.Auth.Modes, ", "), req.AuthMode)
+	}
+	if req.ToolsMode != "" {
+		if err := CheckToolsMode(req.ToolsMode); err != nil {
+			return nil, false, err
+		}
 	}
 	if len(req.Agents) > MaxAgents {
 		return nil, false, invalid("invalid_agents", "at most %d agents may be listed", MaxAgents)
@@ -421,7 +467,7 @@ func (s *Service) install(ctx context.Context, t *Tenant, slug string, req Insta
 	in, created, err := s.store.putInstance(ctx, t.ID, InstanceChange{
 		Slug: slug, ConnectorID: m.ID, ConnectorVersion: m.Version, AuthMode: req.AuthMode,
 		Agents: agents, Set: pl.set, Clear: pl.clear, Check: check,
-		AuthState: pl.state, Verification: pl.verification, IfRevision: &pl.rev,
+		AuthState: pl.state, Verification: pl.verification, IfRevision: &pl.rev, ToolsMode: req.ToolsMode,
 	}, &change)
 	if err != nil {
 		return nil, false, err

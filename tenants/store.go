@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -100,10 +101,12 @@ func (s *Store) Tenant(ctx context.Context, slug string) (*Tenant, error) {
 
 // CachedTenant is Tenant for the call path: a tenant found once is kept
 // (bounded LRU) and the same *Tenant is returned to every caller, which
-// must not modify it. That is correct because a tenant row never changes
-// once created (no statement updates or deletes one); an unknown slug is
-// not kept here (the gateway remembers unknown ones, and forgets them on
-// the tenant's creation).
+// must not modify it. Its settings (SetContextBudget) are the only
+// statement that updates a tenant row, and it logs a tenant change, whose
+// delivery on every replica drops the slug here (Service.deliver) before
+// any other subscriber hears it; an unknown slug is not kept here (the
+// gateway remembers unknown ones, and forgets them on the tenant's
+// creation).
 func (s *Store) CachedTenant(ctx context.Context, slug string) (*Tenant, error) {
 	if t, ok := s.shared.Get(slug); ok {
 		return t, nil
@@ -116,6 +119,46 @@ func (s *Store) CachedTenant(ctx context.Context, slug string) (*Tenant, error) 
 	return t, nil
 }
 
+func intOrNil(v sql.NullInt64) *int {
+	if !v.Valid {
+		return nil
+	}
+	n := int(v.Int64)
+	return &n
+}
+
+// setContextBudget sets the tenant's context budget (nil: the operator's
+// default) and logs the tenant's change in the same transaction.
+func (s *Store) setContextBudget(ctx context.Context, t *Tenant, budget *int, log *Change) error {
+	return s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var v any
+		if budget != nil {
+			v = *budget
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE tenants SET mcp_context_budget = $1 WHERE id = $2`, v, string(t.ID))
+		if err != nil {
+			return fmt.Errorf("setting the context budget of %s: %w", t.Slug, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return notFound("tenant", t.Slug)
+		}
+		log.Tenant, log.TenantSlug = t.ID, t.Slug
+		return s.logChange(ctx, tx, log)
+	})
+}
+
+// forgetTenant drops what CachedTenant holds of a changed tenant (every
+// tenant when slug is "").
+func (s *Store) forgetTenant(slug string) {
+	if slug == "" {
+		s.shared.Purge()
+		return
+	}
+	s.shared.Remove(slug)
+}
+
 // TenantByID returns the tenant with the given id (sessions name tenants
 // by id).
 func (s *Store) TenantByID(ctx context.Context, id switchboard.TenantID) (*Tenant, error) {
@@ -125,8 +168,10 @@ func (s *Store) TenantByID(ctx context.Context, id switchboard.TenantID) (*Tenan
 // tenantWhere returns the tenant whose col (slug or id, both unique) is v.
 func (s *Store) tenantWhere(ctx context.Context, col, v string) (*Tenant, error) {
 	var t Tenant
-	err := s.db.QueryRowContext(ctx, `SELECT id, slug, name, created_at FROM tenants WHERE `+col+` = $1`, v).
-		Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt)
+	var budget sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT id, slug, name, created_at, mcp_context_budget FROM tenants WHERE `+col+` = $1`, v).
+		Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt, &budget)
+	t.MCPContextBudget = intOrNil(budget)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("tenant", v)
 	}
@@ -145,11 +190,13 @@ func (s *Store) ListTenants(ctx context.Context) ([]*Tenant, error) {
 // the next page.
 func (s *Store) TenantsPage(ctx context.Context, q switchboard.PageQuery) ([]*Tenant, string, error) {
 	return database.Page(ctx, s.db, "tenants", database.By("slug"), q,
-		`SELECT id, slug, name, created_at FROM tenants WHERE TRUE`, nil,
+		`SELECT id, slug, name, created_at, mcp_context_budget FROM tenants WHERE TRUE`, nil,
 		func(row database.Row) (*Tenant, error) {
 			var t Tenant
-			err := row.Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt)
+			var budget sql.NullInt64
+			err := row.Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt, &budget)
 			t.CreatedAt = t.CreatedAt.UTC()
+			t.MCPContextBudget = intOrNil(budget)
 			return &t, err
 		},
 		func(t *Tenant) []any { return []any{t.Slug} })
@@ -166,7 +213,7 @@ func (s *Store) InstanceCounts(ctx context.Context) (map[switchboard.TenantID]in
 }
 
 const instanceColumns = `id, tenant_id, slug, connector_id, connector_version, auth_mode, agents, revision, created_at, updated_at,
-	auth_state, verify_kind, verify_message, verify_details, verified_at`
+	auth_state, verify_kind, verify_message, verify_details, verified_at, tools_mode`
 
 func scanInstance(row interface{ Scan(...any) error }) (*Instance, error) {
 	return scanInstanceWith(row)
@@ -183,7 +230,7 @@ func scanInstanceWith(row interface{ Scan(...any) error }, extra ...any) (*Insta
 	)
 	if err := row.Scan(append([]any{&in.ID, &in.TenantID, &in.Slug, &in.ConnectorID, &in.ConnectorVersion, &in.AuthMode,
 		&agents, &in.Revision, &in.CreatedAt, &in.UpdatedAt,
-		&in.AuthState, &in.Verification.Kind, &in.Verification.Message, &details, &verified}, extra...)...); err != nil {
+		&in.AuthState, &in.Verification.Kind, &in.Verification.Message, &details, &verified, &in.ToolsMode}, extra...)...); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(agents), &in.Agents); err != nil {
@@ -303,6 +350,9 @@ type InstanceChange struct {
 	// already be redacted.
 	AuthState    string
 	Verification Verification
+	// ToolsMode is the instance endpoint's tools mode; "" keeps the
+	// stored one (ToolsAuto for a new instance).
+	ToolsMode string
 	// IfRevision, when set, makes the change conditional: the instance
 	// must still be at *IfRevision (0: must not exist), else the change
 	// is an ErrConflict "instance_changed" and nothing is written. It
@@ -322,7 +372,8 @@ func errInstanceChanged(slug string) error {
 // configuration that verified again keeps its first verification).
 func sameRow(cur *Instance, ch InstanceChange, state string) bool {
 	return cur.ConnectorID == ch.ConnectorID && cur.ConnectorVersion == ch.ConnectorVersion &&
-		cur.AuthMode == ch.AuthMode && slices.Equal(cur.Agents, ch.Agents) && cur.AuthState == state
+		cur.AuthMode == ch.AuthMode && slices.Equal(cur.Agents, ch.Agents) && cur.AuthState == state &&
+		cur.ToolsMode == ch.ToolsMode
 }
 
 // PutInstance creates or updates the instance in one transaction with its
@@ -388,10 +439,10 @@ func (s *Store) putInstance(ctx context.Context, tenant switchboard.TenantID, ch
 		if cur == nil {
 			id := switchboard.NewID("ins_")
 			res, err := tx.ExecContext(ctx, `INSERT INTO instances (`+instanceColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8, $9, $10, $11, $12, $13)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8, $9, $10, $11, $12, $13, $14)
 				ON CONFLICT (tenant_id, slug) DO NOTHING`,
 				id, string(tenant), ch.Slug, ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now,
-				state, vkind, vmsg, details, verified)
+				state, vkind, vmsg, details, verified, cmp.Or(ch.ToolsMode, ToolsAuto))
 			if database.IsForeignKeyViolation(err) {
 				return notFound("tenant", string(tenant))
 			}
@@ -408,6 +459,9 @@ func (s *Store) putInstance(ctx context.Context, tenant switchboard.TenantID, ch
 				return err
 			}
 		}
+		if ch.ToolsMode == "" && cur != nil {
+			ch.ToolsMode = cur.ToolsMode // kept
+		}
 		switch {
 		case created:
 		case len(ch.Set) == 0 && len(ch.Clear) == 0 && sameRow(cur, ch, state):
@@ -416,10 +470,10 @@ func (s *Store) putInstance(ctx context.Context, tenant switchboard.TenantID, ch
 		default:
 			res, err := tx.ExecContext(ctx, `UPDATE instances SET connector_id = $1, connector_version = $2, auth_mode = $3,
 				agents = $4, revision = revision + 1, updated_at = $5, auth_state = $6, verify_kind = $7,
-				verify_message = $8, verify_details = $9, verified_at = $10
-				WHERE id = $11 AND tenant_id = $12 AND revision = $13`,
+				verify_message = $8, verify_details = $9, verified_at = $10, tools_mode = $11
+				WHERE id = $12 AND tenant_id = $13 AND revision = $14`,
 				ch.ConnectorID, ch.ConnectorVersion, ch.AuthMode, string(agents), now, state, vkind, vmsg, details, verified,
-				string(cur.ID), string(tenant), cur.Revision)
+				ch.ToolsMode, string(cur.ID), string(tenant), cur.Revision)
 			if err != nil {
 				return fmt.Errorf("writing instance %s: %w", ch.Slug, err)
 			}

@@ -18,6 +18,11 @@ type Tenant struct {
 	Slug      string               `json:"slug"`
 	Name      string               `json:"name"`
 	CreatedAt time.Time            `json:"created_at"`
+	// MCPContextBudget is the tenant's context budget: the largest
+	// tools/list, in bytes, an instance endpoint in ToolsAuto serves
+	// before it serves the meta-tools instead. Nil: the operator's
+	// default.
+	MCPContextBudget *int `json:"mcp_context_budget"`
 }
 
 // Instance is a tenant's installation of a connector.
@@ -38,10 +43,50 @@ type Instance struct {
 	// Verification is the outcome of the last verification, secret values
 	// redacted.
 	Verification Verification `json:"verification"`
+	// ToolsMode says what the instance endpoint's tools/list declares:
+	// ToolsAuto (the default), ToolsList or ToolsMeta.
+	ToolsMode string `json:"tools_mode"`
 	// Revision increases on every change; caches compare it.
 	Revision  int64     `json:"revision"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Tools modes of an instance endpoint (Instance.ToolsMode).
+const (
+	// ToolsAuto serves ToolsList while the tools/list fits the tenant's
+	// context budget, ToolsMeta when it does not.
+	ToolsAuto = "auto"
+	// ToolsList serves the connector's tools, one per entity.
+	ToolsList = "tools"
+	// ToolsMeta serves the tenant catalog's meta-tools (search,
+	// describe, call, guide) scoped to the instance.
+	ToolsMeta = "meta"
+)
+
+// CheckToolsMode refuses a tools mode that is not one of the three.
+func CheckToolsMode(mode string) error {
+	switch mode {
+	case ToolsAuto, ToolsList, ToolsMeta:
+		return nil
+	}
+	return switchboard.E(switchboard.ErrInvalid, "invalid_tools_mode",
+		"tools_mode must be %q, %q or %q, not %q", ToolsAuto, ToolsList, ToolsMeta, truncate(mode, 40))
+}
+
+// Context budget bounds (Tenant.MCPContextBudget), in bytes of tools/list.
+const (
+	MinContextBudget = 1 << 10
+	MaxContextBudget = 1 << 20
+)
+
+// CheckContextBudget refuses a context budget outside its bounds.
+func CheckContextBudget(n int) error {
+	if n < MinContextBudget || n > MaxContextBudget {
+		return switchboard.E(switchboard.ErrInvalid, "invalid_context_budget",
+			"mcp_context_budget must be between %d and %d bytes of tools/list, or null for the operator's default", MinContextBudget, MaxContextBudget)
+	}
+	return nil
 }
 
 // Auth states of an instance.

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboardhq/switchboard/admission"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // config is every setting of switchboard serve and the commands that open
@@ -96,6 +97,9 @@ type config struct {
 	MCPIssuer      string   `json:"mcp_issuer"`
 	MCPJWKSURL     string   `json:"mcp_jwks_url"`
 	MCPScopes      []string `json:"mcp_scopes"`
+	// MCPContextBudget is the operator's default context budget
+	// (mcp.Options.ContextBudget).
+	MCPContextBudget int `json:"mcp_context_budget"`
 
 	// OIDCIssuer, OIDCClientID and OIDCClientSecret turn on OpenID
 	// Connect sign-in; OIDCTenantDomains (tenant=domain pairs) let
@@ -298,6 +302,9 @@ func (c *config) validateServe() []error {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			errs = append(errs, fmt.Errorf("--mcp-allowed-origins: %q is not an origin (scheme://host[:port])", o))
 		}
+	}
+	if err := tenants.CheckContextBudget(c.MCPContextBudget); err != nil {
+		errs = append(errs, fmt.Errorf("--mcp-context-budget must be between %d and %d", tenants.MinContextBudget, tenants.MaxContextBudget))
 	}
 	if (len(c.MCPAuthServers) > 0) != (c.MCPJWKSURL != "") {
 		errs = append(errs, errors.New("MCP authorization needs both --mcp-authorization-servers and --mcp-jwks-url"))

@@ -43,6 +43,7 @@ func (c *config) serverConfig(db *database.DB, logger *slog.Logger) server.Confi
 		MCPIssuer:            c.MCPIssuer,
 		MCPJWKSURL:           c.MCPJWKSURL,
 		MCPScopes:            c.MCPScopes,
+		MCPContextBudget:     c.MCPContextBudget,
 		ShutdownTimeout:      c.ShutdownTimeout,
 		ShutdownDelay:        c.ShutdownDelay,
 		OTLPEndpoint:         c.OTLPEndpoint,

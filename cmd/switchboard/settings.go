@@ -127,6 +127,8 @@ var settings = []setting{
 		help: "JWKS URL of the MCP access-token issuer", field: func(c *config) any { return &c.MCPJWKSURL }},
 	{flag: "mcp-scopes", env: "SWITCHBOARD_MCP_SCOPES", defDoc: "none", cmds: cmdServe,
 		help: "comma-separated scopes MCP access tokens must grant", field: func(c *config) any { return &c.MCPScopes }},
+	{flag: "mcp-context-budget", env: "SWITCHBOARD_MCP_CONTEXT_BUDGET", def: "24576", cmds: cmdServe,
+		help: "default context budget of a tenant, in bytes of an instance endpoint's tools/list (1024-1048576): an instance in tools_mode auto whose tools/list is larger serves the meta-tools search, describe, call and guide scoped to it instead; a tenant sets its own with PATCH /v1/tenants/{tenant}", field: func(c *config) any { return &c.MCPContextBudget }},
 	{flag: "oidc-issuer", env: "SWITCHBOARD_OIDC_ISSUER", defDoc: "off (sign-in links only)", cmds: cmdServe,
 		help:  "OpenID Connect issuer URL people sign in with (register <public-url>/signin/oidc/callback there); several issuers as comma-separated name=URL pairs, each with its own callback <public-url>/signin/oidc/callback/<name> and a \"Sign in with <name>\" button",
 		field: func(c *config) any { return &c.OIDCIssuer }},

@@ -70,6 +70,7 @@ var samples = map[string]string{
 	"SWITCHBOARD_MCP_ISSUER":                "https://as.example.test/",
 	"SWITCHBOARD_MCP_JWKS_URL":              "https://as.example.test/jwks",
 	"SWITCHBOARD_MCP_SCOPES":                "mcp.read",
+	"SWITCHBOARD_MCP_CONTEXT_BUDGET":        "32768",
 	"SWITCHBOARD_SHUTDOWN_TIMEOUT":          "42s",
 	"SWITCHBOARD_SHUTDOWN_DELAY":            "4s",
 	"SWITCHBOARD_LIMIT_TENANT":              "concurrency=20,rate=50/s,burst=100",

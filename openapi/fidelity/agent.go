@@ -42,6 +42,8 @@ func Install(ctx context.Context, svc *tenants.Service, tenant string, man regis
 	}
 	if _, _, err := svc.Install(ctx, tenant, Instance, tenants.InstallRequest{
 		ConnectorID: man.ID, AuthMode: man.Auth.Modes[0], Fields: fields, Agents: []string{Agent},
+		// The run calls the connector's own tools, whatever their size.
+		ToolsMode: tenants.ToolsList,
 	}); err != nil {
 		return secrets.Secret{}, err
 	}
