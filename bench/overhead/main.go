@@ -17,7 +17,11 @@
 // exits 1 when Switchboard's throughput is below R times the forwarder's
 // (CI uses a margin below the goal to absorb noise).
 //
-//	go run ./bench/overhead [-rounds 6] [-duration 2s] [-clients 16] [-postgres] [-gate 0.8]
+// With -oauth the instance authenticates upstream with a cached OAuth
+// token (clientCredentials) from a token endpoint in the upstream's
+// process instead of an API key.
+//
+//	go run ./bench/overhead [-rounds 6] [-duration 2s] [-clients 16] [-postgres] [-oauth] [-gate 0.8]
 //
 // Only loopback is used.
 package main
@@ -25,9 +29,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
@@ -42,6 +48,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard/bench/rig"
+	"github.com/switchboardhq/switchboard/catalog"
+	"github.com/switchboardhq/switchboard/registry"
 )
 
 func main() {
@@ -53,6 +61,7 @@ func main() {
 	profile := flag.String("server-profile", "", "write a CPU profile of the server, taken during one extra throughput round, to this file")
 	profileClients := flag.Int("profile-clients", 0, "clients of the profiled round (default: -clients; 1 profiles the one-client latency path)")
 	postgres := flag.Bool("postgres", false, "use a fresh PostgreSQL database (at SWITCHBOARD_TEST_DATABASE_URL or 127.0.0.1:5432) as the store")
+	oauth := flag.Bool("oauth", false, "the instance authenticates upstream with a cached OAuth token (clientCredentials against a loopback token endpoint) instead of an API key")
 	gate := flag.Float64("gate", 0, "exit 1 when Switchboard's throughput is below this fraction of the forwarder's (0: report only)")
 	serveUpstream := flag.String("serve-upstream", "", "internal: serve the no-op upstream on this loopback address and nothing else")
 	serveForwarder := flag.String("serve-forwarder", "", "internal: serve the naive forwarder on this loopback address")
@@ -75,7 +84,7 @@ func main() {
 	if *profileClients <= 0 {
 		*profileClients = *clients
 	}
-	ok, err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile, *profileClients, *postgres, *gate)
+	ok, err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile, *profileClients, *postgres, *oauth, *gate)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
@@ -86,7 +95,7 @@ func main() {
 	}
 }
 
-func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile string, profileClients int, postgres bool, gate float64) (bool, error) {
+func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile string, profileClients int, postgres, oauth bool, gate float64) (bool, error) {
 	dir, err := os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
 		return false, err
@@ -148,6 +157,18 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		}
 		args = append(args, "--debug-addr", debugAddr)
 	}
+	mode := "apiKey"
+	if oauth {
+		// The built-in GitHub connector with the clientCredentials mode
+		// added: the server fetches a token from the upstream process's
+		// token endpoint once, then calls with the cached token.
+		catDir := filepath.Join(dir, "catalog")
+		if err := oauthCatalog(catDir); err != nil {
+			return false, err
+		}
+		args = append(args, "--catalog", catDir)
+		mode = "clientCredentials (cached OAuth token)"
+	}
 	srv := exec.Command(bin, args...)
 	srv.Env = append(os.Environ(), "SWITCHBOARD_ADMIN_TOKEN="+adminToken)
 	store := "sqlite (embedded)"
@@ -185,10 +206,16 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		return false, err
 	}
 	token, _ := caller["token"].(string)
-	if _, err := admin("PUT", "/v1/tenants/bench/instances/gh", map[string]any{
+	instance := map[string]any{
 		"connector_id": "github", "auth_mode": "apiKey", "agents": []string{"bench-agent"},
 		"fields": map[string]any{"GITHUB_TOKEN": "bench-upstream-key", "GITHUB_API_URL": upstreamURL},
-	}); err != nil {
+	}
+	if oauth {
+		instance["auth_mode"] = "clientCredentials"
+		instance["fields"] = map[string]any{"CLIENT_ID": "bench-client", "CLIENT_SECRET": "bench-client-secret",
+			"TOKEN_URL": upstreamURL + tokenPath, "GITHUB_API_URL": upstreamURL}
+	}
+	if _, err := admin("PUT", "/v1/tenants/bench/instances/gh", instance); err != nil {
 		return false, err
 	}
 
@@ -244,7 +271,7 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 			}
 		}
 	}
-	fmt.Printf("rounds=%d duration=%s clients=%d latency_calls=%d cpus=%d store=%s\n", rounds, dur, clients, latencyN, runtime.NumCPU(), store)
+	fmt.Printf("rounds=%d duration=%s clients=%d latency_calls=%d cpus=%d store=%s auth=%s\n", rounds, dur, clients, latencyN, runtime.NumCPU(), store, mode)
 	fmt.Printf("%-12s %12s %10s %10s %10s %10s %14s %14s\n", "contender", "req/s", "p50", "p99", "added p50", "added p99", "own CPU/call", "upstream CPU/call")
 	d := cs[0]
 	for _, c := range cs {
@@ -256,6 +283,14 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		fmt.Printf("%-12s %12.0f %10s %10s %10s %10s %14s %14s\n", c.name, c.medianThr, c.p50, c.p99, c.p50-d.p50, c.p99-d.p99, own, c.upPerCall)
 	}
 	f, s := cs[1], cs[2]
+	if oauth {
+		// Every call but the first used the cached token.
+		n, err := tokenRequests(upstreamURL)
+		if err != nil {
+			return false, err
+		}
+		fmt.Printf("token requests to the loopback token endpoint: %s (switchboard calls: %d)\n", n, s.calls+s.latCalls)
+	}
 	fmt.Printf("throughput forwarder / direct      %6.3f\n", f.medianThr/d.medianThr)
 	fmt.Printf("throughput switchboard / direct    %6.3f\n", s.medianThr/d.medianThr)
 	thrRatio := s.medianThr / f.medianThr
@@ -389,8 +424,99 @@ func stop(cmd *exec.Cmd) {
 // noop is the upstream: a fixed small JSON document.
 var noop = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == tokenPath {
+		// The token endpoint of -oauth: a token valid for an hour, so
+		// that every measured call uses the cached one.
+		tokens.Add(1)
+		io.WriteString(w, `{"access_token":"bench-access-token","token_type":"Bearer","expires_in":3600}`)
+		return
+	}
+	if r.URL.Path == tokenPath+"/count" {
+		fmt.Fprintf(w, "%d", tokens.Load())
+		return
+	}
 	io.WriteString(w, `{"id":1,"name":"hello","full_name":"octo/hello"}`)
 })
+
+// tokenPath is the upstream process's OAuth token endpoint (-oauth).
+const tokenPath = "/oauth/token"
+
+// tokens counts the token requests the upstream process answered.
+var tokens atomic.Int64
+
+// tokenRequests asks the upstream process how many token requests it
+// answered.
+func tokenRequests(upstreamURL string) (string, error) {
+	resp, err := http.Get(upstreamURL + tokenPath + "/count")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// oauthCatalog writes to dir a catalog of one connector: the built-in
+// GitHub connector with the clientCredentials mode added to its auth
+// modes (client id, client secret and token URL are instance fields).
+func oauthCatalog(dir string) error {
+	src := catalog.FS()
+	folder := filepath.Join(dir, "github")
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		return err
+	}
+	files, err := fs.ReadDir(src, "github")
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		b, err := fs.ReadFile(src, "github/"+f.Name())
+		if err != nil {
+			return err
+		}
+		if f.Name() == "connector.json" {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return err
+			}
+			au := m["auth"].(map[string]any)
+			au["modes"] = append(au["modes"].([]any), "clientCredentials")
+			for _, f := range m["env"].([]any) {
+				if f := f.(map[string]any); f["name"] == "GITHUB_TOKEN" {
+					f["required"] = false // not in clientCredentials mode
+				}
+			}
+			m["env"] = append(m["env"].([]any),
+				map[string]any{"name": "CLIENT_ID", "label": "Client id"},
+				map[string]any{"name": "CLIENT_SECRET", "label": "Client secret", "secret": true},
+				map[string]any{"name": "TOKEN_URL", "label": "Token URL"})
+			if b, err = json.MarshalIndent(m, "", "  "); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(folder, f.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	idx, err := registry.ReadIndex(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range idx.Connectors {
+		if e.ID == "github" {
+			idx.Connectors = []registry.IndexEntry{e}
+			break
+		}
+	}
+	b, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, registry.IndexName), b, 0o644); err != nil {
+		return err
+	}
+	return registry.HashCatalog(dir)
+}
 
 func waitUp(url string) error {
 	for i := 0; i < 300; i++ {
