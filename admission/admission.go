@@ -299,7 +299,8 @@ func (c *Controller) admitLimits(ctx context.Context, call Call, ls Limits, now 
 		{scopeConnector, bucketKey{scope: kConnector, a: call.Connector}, ls.Connector},
 	}
 	var queued time.Duration // waited at concurrency limits
-	for attempt := 0; ; attempt++ {
+	leases := 0              // rounds of leases asked for
+	for {
 		tk, wait, fetch, err := c.tryLimits(&scopes, now, queued)
 		switch {
 		case err != nil:
@@ -318,11 +319,12 @@ func (c *Controller) admitLimits(ctx context.Context, call Call, ls Limits, now 
 				queued = c.opts.QueueWait // refused at the next try
 			}
 		case fetch != [4]*bucket{}:
+			leases++
 			for i, b := range fetch {
 				if b == nil {
 					continue
 				}
-				if attempt >= maxLeaseAttempts {
+				if leases > maxLeaseAttempts {
 					// Other calls of this replica spent each lease
 					// before this one had its token.
 					c.metrics.AdmissionRefused(scopes[i].name, "rate")
