@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"errors"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -43,3 +45,18 @@ func (g *Gateway) AgentTargets(ctx context.Context, p *auth.Principal) ([]*Targe
 	}
 	return ts, bad, nil
 }
+
+// Tenant returns the tenant tenantSlug from the call path's cache; an
+// unknown one is ErrNotFound "not_found".
+func (g *Gateway) Tenant(ctx context.Context, tenantSlug string) (*tenants.Tenant, error) {
+	if !switchboard.ValidSlug(tenantSlug) {
+		return nil, errNoTenant
+	}
+	t, err := g.store.CachedTenant(ctx, tenantSlug)
+	if errors.Is(err, switchboard.ErrNotFound) {
+		return nil, errNoTenant
+	}
+	return t, err
+}
+
+var errNoTenant = switchboard.E(switchboard.ErrNotFound, "not_found", "no such workspace")

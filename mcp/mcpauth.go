@@ -82,16 +82,32 @@ type ProtectedResourceMetadata struct {
 // instance path follows it.
 const WellKnownPrefix = "/.well-known/oauth-protected-resource"
 
+// isTenantPath reports whether p is the tenant catalog endpoint's path,
+// /workspaces/{tenant}/mcp.
+func isTenantPath(p string) bool {
+	rest, ok := strings.CutPrefix(p, prefix)
+	if !ok {
+		return false
+	}
+	tenant, ok := strings.CutSuffix(rest, "/mcp")
+	return ok && switchboard.ValidSlug(tenant)
+}
+
 // ProtectedResourceHandler serves RFC 9728 metadata for every instance
-// URL: GET /.well-known/oauth-protected-resource/workspaces/{tenant}/webhooks/{instance}.mcp.
+// URL, GET /.well-known/oauth-protected-resource/workspaces/{tenant}/webhooks/{instance}.mcp,
+// and for every tenant catalog endpoint's, .../workspaces/{tenant}/mcp.
 // Mount it at WellKnownPrefix + "/". It touches no store: the document is
 // the same whether or not the instance exists.
 func ProtectedResourceHandler(opts Options) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := strings.TrimPrefix(r.URL.Path, WellKnownPrefix)
+		name := "Switchboard app instance"
 		if _, _, ok := parsePath(path); !ok {
-			http.NotFound(w, r)
-			return
+			if !isTenantPath(path) {
+				http.NotFound(w, r)
+				return
+			}
+			name = "Switchboard workspace catalog"
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -101,7 +117,7 @@ func ProtectedResourceHandler(opts Options) http.Handler {
 		md := ProtectedResourceMetadata{
 			Resource:               publicBase(opts.PublicURL, r) + path,
 			BearerMethodsSupported: []string{"header"},
-			ResourceName:           "Switchboard app instance",
+			ResourceName:           name,
 		}
 		if opts.Authorization != nil {
 			md.AuthorizationServers = opts.Authorization.AuthorizationServers
@@ -112,6 +128,40 @@ func ProtectedResourceHandler(opts Options) http.Handler {
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		json.NewEncoder(w).Encode(md)
 	})
+}
+
+// TenantAccessToken authenticates r to the tenant catalog endpoint
+// (tenantmcp) as the instance endpoint does: when r's bearer token is an
+// access token of opts' authorization server (ok true), it must verify for
+// the endpoint's URL (its audience: the public URL + r's path), and the
+// principal is its user and OAuth client (the agent, which each
+// instance's allowlist must then name). ok is false for any other
+// credential, which the caller authenticates as a caller credential.
+func TenantAccessToken(ctx context.Context, opts Options, r *http.Request, tenant func() (*tenants.Tenant, error)) (p *auth.Principal, ok bool, err error) {
+	az := opts.Authorization
+	token, hasBearer := bearerToken(r)
+	if !hasBearer || az == nil || !az.isOAuthToken(token) {
+		return nil, false, nil
+	}
+	sub, client, err := az.verify(ctx, token, publicBase(opts.PublicURL, r)+r.URL.Path)
+	if err != nil {
+		return nil, true, err
+	}
+	if client == "" {
+		return nil, true, switchboard.E(switchboard.ErrForbidden, "missing_agent_id", "the access token names no OAuth client (client_id)")
+	}
+	t, err := tenant()
+	if err != nil {
+		return nil, true, err
+	}
+	return accessTokenPrincipal(tenantInstance{tenantID: t.ID, tenantSlug: t.Slug}, sub, client), true, nil
+}
+
+// Challenge sets the WWW-Authenticate header of a refusal with status and
+// code on r, as the instance endpoint does (RFC 6750 with the RFC 9728
+// resource_metadata URL of r's path), for the tenant catalog endpoint.
+func Challenge(opts Options, w http.ResponseWriter, r *http.Request, status int, code string) {
+	(&handler{opts: opts}).challenge(w, r, status, code)
 }
 
 // publicBase is the configured public URL, else the request's origin.

@@ -397,15 +397,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ConnectLinks: flows,
 		Limits:       s.admission,
 	})
-	catalogEndpoint := tenantmcp.New(gw, tenantmcp.Options{Logger: logger, Keyring: keys, PublicURL: cfg.PublicURL,
-		AllowedOrigins: cfg.MCPAllowedOrigins})
-	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins,
-		ContextBudget: cfg.MCPContextBudget, Meta: catalogEndpoint}
+	var mcpAuthz *mcp.Authorization
 	if len(cfg.MCPAuthServers) > 0 {
-		mcpOpts.Authorization = &mcp.Authorization{
+		mcpAuthz = &mcp.Authorization{
 			AuthorizationServers: cfg.MCPAuthServers, Issuer: cfg.MCPIssuer, JWKSURL: cfg.MCPJWKSURL, Scopes: cfg.MCPScopes,
 		}
 	}
+	// The tenant catalog endpoint authenticates as the instance endpoints
+	// do, and serves their meta-tools when their tools are too large.
+	catalogEndpoint := tenantmcp.New(gw, tenantmcp.Options{Logger: logger, Keyring: keys, PublicURL: cfg.PublicURL,
+		AllowedOrigins: cfg.MCPAllowedOrigins, Authorization: mcpAuthz})
+	mcpOpts := mcp.Options{Logger: logger, PublicURL: cfg.PublicURL, AllowedOrigins: cfg.MCPAllowedOrigins,
+		ContextBudget: cfg.MCPContextBudget, Meta: catalogEndpoint, Authorization: mcpAuthz}
 	root := admin.Router()
 	// /metrics on the main listener needs an operator token;
 	// --metrics-addr serves MetricsHandler without one.

@@ -86,7 +86,7 @@ type fixture struct {
 	saw []string // method path x-api-key
 }
 
-func newFixture(t *testing.T, db *database.DB) *fixture {
+func newFixture(t *testing.T, db *database.DB, configure ...func(*server.Config)) *fixture {
 	f := &fixture{}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -96,8 +96,12 @@ func newFixture(t *testing.T, db *database.DB) *fixture {
 		io.WriteString(w, `{"ok": true, "data": [{"email": "ann@example.test"}]}`)
 	}))
 	t.Cleanup(up.Close)
-	f.srv = servertest.Start(t, server.Config{DB: db, ConnectorCatalog: registrytest.Load(t, testCatalog),
-		Audit: audit.WriterOptions{Interval: 20 * time.Millisecond}})
+	cfg := server.Config{DB: db, ConnectorCatalog: registrytest.Load(t, testCatalog),
+		Audit: audit.WriterOptions{Interval: 20 * time.Millisecond}}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	f.srv = servertest.Start(t, cfg)
 	f.url = f.srv.URL
 	ctx := context.Background()
 	svc := f.srv.Tenants()

@@ -36,6 +36,7 @@ import (
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/mcp"
 	"github.com/switchboardhq/switchboard/secrets"
+	"github.com/switchboardhq/switchboard/tenants"
 )
 
 // Options configures the endpoint.
@@ -53,6 +54,10 @@ type Options struct {
 	PublicURL      string
 	// DisableLocalhostProtection: as mcp.Options.
 	DisableLocalhostProtection bool
+	// Authorization, when set, accepts OAuth access tokens (MCP
+	// authorization) whose audience is the endpoint's URL beside caller
+	// credentials, as on the instance endpoints.
+	Authorization *mcp.Authorization
 	// Now is the clock of guide tokens; nil is time.Now.
 	Now func() time.Time
 }
@@ -193,13 +198,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, gateway.MaxBodyBytes)
-	p, err := s.g.Authenticate(r.Context(), r, tenant)
+	p, err := s.authenticate(r, tenant)
 	if err == nil && p.AgentID == "" {
 		err = switchboard.E(switchboard.ErrForbidden, "missing_agent_id", "the call names no agent: the credential carries none and no agent id header was sent")
 	}
 	if err != nil {
 		gateway.LogError(log, "tenant mcp request refused", err)
-		if pr := switchboard.ProblemOf(err); pr.Status == http.StatusUnauthorized {
+		pr := switchboard.ProblemOf(err)
+		if s.opts.Authorization != nil {
+			mcp.Challenge(s.mcpOptions(), w, r, pr.Status, pr.Detail.Code)
+		} else if pr.Status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 		}
 		writeRPCError(w, err)
@@ -208,6 +216,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log = log.With(slog.String("agent", p.AgentID))
 	st := &requestState{principal: p, log: log, surface: surfaceOf(r.Header.Get("Mcp-Protocol-Version"))}
 	s.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// authenticate is the request's principal: an OAuth access token for
+// this endpoint when Authorization is set and the bearer token is one,
+// else a caller credential.
+func (s *Server) authenticate(r *http.Request, tenant string) (*auth.Principal, error) {
+	p, ok, err := mcp.TenantAccessToken(r.Context(), s.mcpOptions(), r, func() (*tenants.Tenant, error) { return s.g.Tenant(r.Context(), tenant) })
+	if ok {
+		return p, err
+	}
+	return s.g.Authenticate(r.Context(), r, tenant)
+}
+
+// mcpOptions are the instance endpoint's options this endpoint shares.
+func (s *Server) mcpOptions() mcp.Options {
+	return mcp.Options{Authorization: s.opts.Authorization, PublicURL: s.opts.PublicURL, AllowedOrigins: s.opts.AllowedOrigins,
+		DisableLocalhostProtection: s.opts.DisableLocalhostProtection}
 }
 
 // ServeInstance serves the meta-tools scoped to one instance, on its

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v3"
@@ -108,4 +109,31 @@ func (s *Server) jwks(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(set)
+}
+
+// SignJWT signs claims with the server's current key (RS256, its kid in
+// the header), as a JWT access token of this issuer: for resource servers
+// that verify tokens against JWKSURL (MCP authorization).
+func (s *Server) SignJWT(tb testing.TB, claims map[string]any) string {
+	tb.Helper()
+	k, _ := s.signingKey(context.Background())
+	jwk := k.(*jose.JSONWebKey)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jwk.Key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", jwk.KeyID))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	obj, err := signer.Sign(payload)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := obj.CompactSerialize()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
