@@ -1,10 +1,9 @@
 package gateway
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/tenants"
@@ -12,60 +11,141 @@ import (
 
 // targetCache holds resolved targets, least recently used first out,
 // bounded by the bytes they are estimated to hold (Target.cost) and by a
-// TTL. hashicorp's LRU keeps the order; it bounds entries by count only,
-// so the bytes are counted here: every addition evicts the oldest targets
-// until the total is within the budget. A target past its TTL is evicted
-// when it is next looked up (the budget bounds the memory of those never
-// looked up again; a per-entry timer structure would cost more than they
-// do). Additions and removals are made under the Gateway's mu.
+// TTL. The recency list is intrusive (each Target carries its links)
+// rather than a container/list or hashicorp LRU element per entry: that
+// element was about 96 B of every warm instance, a tenth of what one
+// holds. Every addition evicts the oldest targets until the total is
+// within the budget. A target past its TTL is evicted when it is next
+// looked up (the budget bounds the memory of those never looked up
+// again; a per-entry timer structure would cost more than they do).
+// Evicted targets drop what they hold (Target.evict) after the lock is
+// released: stopping a local server may wait.
 type targetCache struct {
-	lru    *lru.Cache[targetKey, *Target]
+	mu     sync.Mutex
+	items  map[targetKey]*Target
+	root   Target // root.next is the most recently used, root.prev the least
 	budget int64
 	ttl    time.Duration
 	used   atomic.Int64
 }
 
 func newTargetCache(budget int64, ttl time.Duration) *targetCache {
-	c := &targetCache{budget: budget, ttl: ttl}
-	// The count bound is never the one reached: no target costs less
-	// than targetFixedCost.
-	c.lru, _ = lru.NewWithEvict(int(budget/targetFixedCost)+2*minTargets, func(_ targetKey, t *Target) {
-		c.used.Add(-t.size)
-		t.evict()
-	})
+	c := &targetCache{budget: budget, ttl: ttl, items: map[targetKey]*Target{}}
+	c.root.next, c.root.prev = &c.root, &c.root
 	return c
+}
+
+func (c *targetCache) unlink(t *Target) {
+	t.prev.next, t.next.prev = t.next, t.prev
+	t.prev, t.next = nil, nil
+}
+
+func (c *targetCache) pushFront(t *Target) {
+	t.prev, t.next = &c.root, c.root.next
+	c.root.next.prev = t
+	c.root.next = t
+}
+
+// removeLocked takes key out of the cache and returns its target for
+// eviction, nil when it was not cached.
+func (c *targetCache) removeLocked(key targetKey) *Target {
+	t, ok := c.items[key]
+	if !ok {
+		return nil
+	}
+	delete(c.items, key)
+	c.unlink(t)
+	c.used.Add(-t.size)
+	return t
 }
 
 // get returns the target cached under key, unless it is past its TTL
 // (then it is evicted).
 func (c *targetCache) get(key targetKey) (*Target, bool) {
-	t, ok := c.lru.Get(key)
-	if !ok {
-		return nil, false
+	c.mu.Lock()
+	t, ok := c.items[key]
+	if ok && time.Now().UnixNano() <= t.expires {
+		if c.root.next != t {
+			c.unlink(t)
+			c.pushFront(t)
+		}
+		c.mu.Unlock()
+		return t, true
 	}
-	if time.Now().UnixNano() > t.expires {
-		c.lru.Remove(key)
-		return nil, false
+	if ok {
+		c.removeLocked(key)
 	}
-	return t, true
+	c.mu.Unlock()
+	if ok {
+		t.evict()
+	}
+	return nil, false
 }
 
-// add caches t under key (replacing, and evicting, what was there) and
-// evicts the least recently used targets beyond the budget, keeping at
-// least minTargets. The key's strings are the target's own, so that the
-// cache holds one copy of each.
-func (c *targetCache) add(key targetKey, t *Target) {
-	c.lru.Remove(key)
-	key = targetKey{t.Tenant.Slug, t.Instance.Slug}
+// peek returns the target cached under key without making it recent.
+func (c *targetCache) peek(key targetKey) (*Target, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.items[key]
+	return t, ok
+}
+
+// add caches t under its tenant and instance slugs (replacing, and
+// evicting, what was there) and evicts the least recently used targets
+// beyond the budget, keeping at least minTargets. The key's strings are
+// the target's own, so that the cache holds one copy of each.
+func (c *targetCache) add(t *Target) {
+	key := targetKey{t.Tenant.Slug, t.Instance.Slug}
 	t.size = t.cost(key)
 	t.expires = time.Now().Add(c.ttl).UnixNano()
+	c.mu.Lock()
+	var evicted []*Target
+	if old := c.removeLocked(key); old != nil {
+		evicted = append(evicted, old)
+	}
+	c.items[key] = t
+	c.pushFront(t)
 	c.used.Add(t.size)
-	c.lru.Add(key, t)
-	for c.used.Load() > c.budget && c.lru.Len() > minTargets {
-		if _, _, ok := c.lru.RemoveOldest(); !ok {
-			break
+	for c.used.Load() > c.budget && len(c.items) > minTargets {
+		oldest := c.root.prev
+		evicted = append(evicted, c.removeLocked(targetKey{oldest.Tenant.Slug, oldest.Instance.Slug}))
+	}
+	c.mu.Unlock()
+	for _, e := range evicted {
+		e.evict()
+	}
+}
+
+// removeKey evicts the target cached under key, if any.
+func (c *targetCache) removeKey(key targetKey) {
+	c.mu.Lock()
+	t := c.removeLocked(key)
+	c.mu.Unlock()
+	if t != nil {
+		t.evict()
+	}
+}
+
+// remove evicts the targets whose key and target match.
+func (c *targetCache) remove(match func(targetKey, *Target) bool) {
+	c.mu.Lock()
+	var evicted []*Target
+	for k, t := range c.items {
+		if match(k, t) {
+			evicted = append(evicted, c.removeLocked(k))
 		}
 	}
+	c.mu.Unlock()
+	for _, e := range evicted {
+		e.evict()
+	}
+}
+
+// len returns how many targets are cached.
+func (c *targetCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items)
 }
 
 // CacheStats describes the cache of resolved instances.
@@ -79,7 +159,7 @@ type CacheStats struct {
 
 // CacheStats returns the state of the cache of resolved instances.
 func (g *Gateway) CacheStats() CacheStats {
-	return CacheStats{Instances: g.targets.lru.Len(), Bytes: g.targets.used.Load(), Budget: g.targets.budget}
+	return CacheStats{Instances: g.targets.len(), Bytes: g.targets.used.Load(), Budget: g.targets.budget}
 }
 
 // Estimated sizes, in bytes, of what a cached target holds, from heap
@@ -90,7 +170,7 @@ func (g *Gateway) CacheStats() CacheStats {
 // (their map, base URL and redactor) are held weakly (heldFields) and
 // not counted: a call holds them while it runs.
 const (
-	targetFixedCost = 720
+	targetFixedCost = 640
 	fieldCost       = 96
 )
 

@@ -218,8 +218,10 @@ type Target struct {
 	// them.
 	sealed []secrets.Sealed
 	// size is what the target is counted at in the cache's budget;
-	// expires is when it leaves the cache (Unix nanoseconds).
+	// expires is when it leaves the cache (Unix nanoseconds); prev and
+	// next link it in the cache's recency list (under its mu).
 	size, expires int64
+	prev, next    *Target
 
 	// remote is the connection to the hosted MCP server (mcp_remote),
 	// made on first use (remoteConn); closedRemote once evicted.
@@ -414,7 +416,7 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 		local: g.local, sealed: sealed}
 	g.mu.Lock()
 	if g.gen == gen {
-		g.targets.add(key, t)
+		g.targets.add(t)
 	}
 	g.mu.Unlock()
 	return t, nil
@@ -441,7 +443,7 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 	}
 	if ch.User != "" && ch.Instance != "" && !ch.All {
 		// One user's own values changed: only what is held for them goes.
-		if t, ok := g.targets.lru.Peek(targetKey{ch.TenantSlug, ch.Instance}); ok {
+		if t, ok := g.targets.peek(targetKey{ch.TenantSlug, ch.Instance}); ok {
 			t.users.forget(ch.User)
 		}
 		if g.local != nil {
@@ -456,11 +458,11 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 	g.gen++
 	if ch.All {
 		g.unknown.Purge()
-		g.targets.lru.Purge()
+		g.targets.remove(func(targetKey, *Target) bool { return true })
 	} else if ch.Instance != "" {
 		key := targetKey{ch.TenantSlug, ch.Instance}
 		g.unknown.Remove(key)
-		g.targets.lru.Remove(key)
+		g.targets.removeKey(key)
 	} else {
 		// A created tenant: every instance slug under it was unknown.
 		for _, k := range g.unknown.Keys() {
@@ -468,11 +470,7 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 				g.unknown.Remove(k)
 			}
 		}
-		for _, k := range g.targets.lru.Keys() {
-			if t, ok := g.targets.lru.Peek(k); ok && (k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant) {
-				g.targets.lru.Remove(k)
-			}
-		}
+		g.targets.remove(func(k targetKey, t *Target) bool { return k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant })
 	}
 }
 
