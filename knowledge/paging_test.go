@@ -188,7 +188,7 @@ func (d *docsServer) serve(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"kind": "folder", "id": parts[1], "name": parts[1]})
 	case len(parts) == 2 && parts[0] == "files":
 		json.NewEncoder(w).Encode(map[string]any{"kind": "file", "id": parts[1], "name": parts[1] + ".txt", "rev": "r1", "size": 4})
-	case len(parts) == 3 && parts[0] == "files" && parts[2] == "text":
+	case len(parts) == 3 && parts[0] == "files" && (parts[2] == "text" || parts[2] == "content"):
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprint(w, "text")
 	default:

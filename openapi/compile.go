@@ -50,6 +50,9 @@ type Result struct {
 	Mapping *Mapping
 	// Findings are the problems found, in a stable order.
 	Findings []Finding
+	// knowledgeNotes say what to review in a proposed knowledge section
+	// (Generate makes them findings of the mapping file).
+	knowledgeNotes []string
 }
 
 // Finding is one problem found in a description or a connector package:
@@ -65,6 +68,11 @@ const (
 
 // Analyze compiles like Compile and also returns the loaded description,
 // the mapping used and the findings.
+//
+// Without a mapping, a description whose operations hold a file tree
+// (folders, their children, files) is taken for a knowledge source: the
+// mapping chosen proposes a knowledge section for it, and the tools leave
+// room for the knowledge tool (as any mapping with a knowledge section).
 func Analyze(spec []byte, mapping []byte) (*Result, error) {
 	doc, repairs, err := load(spec)
 	if err != nil {
@@ -79,13 +87,22 @@ func Analyze(spec []byte, mapping []byte) (*Result, error) {
 			return nil, switchboard.E(switchboard.ErrInvalid, "invalid_mapping", "the entity mapping is not valid: %s", truncate(err.Error(), 200)).WithCause(err)
 		}
 	}
-	c := &compiler{doc: doc, names: map[string]bool{}, findings: repairs}
+	c := &compiler{doc: doc, names: map[string]bool{}, findings: repairs, knowledgeTool: m != nil && len(m.Knowledge) > 0}
 	c.servers = serverURLs(doc.Servers)
 	c.operations()
-	entities, chosen := c.group(m)
 	title := ""
 	if doc.Info != nil {
 		title = doc.Info.Title
+	}
+	var knowledge json.RawMessage
+	var notes []string
+	if m == nil {
+		knowledge, notes = proposeKnowledge(doc, title, c.ops, hasOAuth(doc))
+		c.knowledgeTool = knowledge != nil
+	}
+	entities, chosen := c.group(m)
+	if knowledge != nil {
+		chosen.Knowledge = knowledge
 	}
 	problems := make([]string, 0, len(c.findings))
 	for _, f := range c.findings {
@@ -94,7 +111,7 @@ func Analyze(spec []byte, mapping []byte) (*Result, error) {
 		}
 	}
 	api := registry.NewAPI(title, c.servers, entities, problems)
-	out := &Result{Spec: api, Doc: doc, Mapping: chosen}
+	out := &Result{Spec: api, Doc: doc, Mapping: chosen, knowledgeNotes: notes}
 	for _, f := range c.findings {
 		out.Findings = append(out.Findings, f.Finding)
 	}
@@ -108,6 +125,9 @@ type compiler struct {
 	ops      []*compiledOp
 	names    map[string]bool // operation names taken
 	findings []finding
+	// knowledgeTool: the connector is a knowledge source, whose access
+	// check is one more tool (the budgets leave room for it).
+	knowledgeTool bool
 }
 
 // finding is a Finding and whether it left an operation out.

@@ -63,6 +63,9 @@ func Generate(spec, mapping []byte, opts GenerateOptions) (*Package, error) {
 		}
 	}
 	specFile := "openapi" + ext
+	for _, n := range r.knowledgeNotes {
+		r.Findings = append(r.Findings, Finding{Severity: SeverityWarning, Rule: "knowledge-proposed", File: MappingFile, Path: "$.knowledge", Message: n})
+	}
 	m, err := manifest(r.Doc, opts.ID, specFile, describe(r, opts.Description))
 	if err != nil {
 		return nil, err
@@ -286,4 +289,19 @@ func oauthScopes(s *openapi3.SecurityScheme) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// hasOAuth reports whether the description has an OAuth 2.0 or OpenID
+// Connect security scheme: people then connect their own accounts, and a
+// knowledge source reads per reader.
+func hasOAuth(doc *openapi3.T) bool {
+	if doc == nil || doc.Components == nil {
+		return false
+	}
+	for _, s := range doc.Components.SecuritySchemes {
+		if s != nil && s.Value != nil && (s.Value.Type == "oauth2" || s.Value.Type == "openIdConnect") {
+			return true
+		}
+	}
+	return false
 }

@@ -67,11 +67,15 @@ func (c *compiler) group(m *Mapping) ([]*registry.Entity, *Mapping) {
 		groups = c.mappedGroups(m)
 	} else {
 		groups = c.defaultGroups()
-		if len(groups) > MaxEntities {
-			groups = mergeFamilies(groups, MaxEntities)
+		maxEntities := MaxEntities
+		if c.knowledgeTool {
+			maxEntities-- // the knowledge tool is one of the tools
 		}
-		if len(groups) > MaxEntities {
-			groups = mergeSmallest(groups, MaxEntities)
+		if len(groups) > maxEntities {
+			groups = mergeFamilies(groups, maxEntities)
+		}
+		if len(groups) > maxEntities {
+			groups = mergeSmallest(groups, maxEntities)
 		}
 	}
 	slices.SortFunc(groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
@@ -99,7 +103,11 @@ func (c *compiler) group(m *Mapping) ([]*registry.Entity, *Mapping) {
 		entities = append(entities, e)
 		chosen.Entities[g.name] = me
 	}
-	fitBudget(entities, groups)
+	budget := listBudget
+	if c.knowledgeTool {
+		budget -= knowledgeToolReserve
+	}
+	fitBudget(entities, groups, budget)
 	return entities, chosen
 }
 
@@ -443,9 +451,9 @@ var levels = []level{
 }
 
 // fitBudget sets each entity's description, input schema and Compact
-// flag at the richest level whose tools/list fits ToolsBudget (the last
-// level otherwise).
-func fitBudget(entities []*registry.Entity, groups []*group) {
+// flag at the richest level whose tools/list fits budget (the last level
+// otherwise).
+func fitBudget(entities []*registry.Entity, groups []*group, budget int) {
 	descs := map[string]string{}
 	for _, g := range groups {
 		descs[g.name] = g.desc
@@ -473,8 +481,8 @@ func fitBudget(entities []*registry.Entity, groups []*group) {
 			e.OutputSchema = nil
 			total += e.MCPToolSize()
 		}
-		if total <= listBudget || li == len(levels)-1 {
-			fitOutputs(entities, total)
+		if total <= budget || li == len(levels)-1 {
+			fitOutputs(entities, total, budget)
 			return
 		}
 	}
@@ -501,13 +509,18 @@ func ToolsListBound(api *registry.Spec) int {
 // listBudget is the size the SDK's tools/list result may take.
 const listBudget = ToolsBudget - envelopeReserve
 
+// knowledgeToolReserve is the room a knowledge source's own tool (the
+// access check, package mcp's knowledgeTool: about 700 bytes as the SDK
+// lists it) takes in tools/list; the entities of a connector whose
+// mapping has a knowledge section fit in the rest.
+const knowledgeToolReserve = 1024
+
 // fitOutputs gives the entities whose answers are known the richest output
 // schemas (one tier for all) that keep tools/list, of total bytes
-// without them, within ToolsBudget; none when even the smallest does not
-// fit. Output schemas never take room from the input schemas.
-func fitOutputs(entities []*registry.Entity, total int) {
+// without them, within budget; none when even the smallest does not fit.
+// Output schemas never take room from the input schemas.
+func fitOutputs(entities []*registry.Entity, total, budget int) {
 	const member = len(`,"outputSchema":`)
-	budget := listBudget
 	for _, tier := range outputTiers {
 		n := total
 		schemas := make([]*jsonschema.Schema, len(entities))
