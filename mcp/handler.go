@@ -693,12 +693,25 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		},
 	}
 	if forwards(conn) {
-		// Subscriptions are the proxied server's (forwardSubscription).
+		// Subscriptions are the proxied server's (forwardSubscription),
+		// and so are its lists' changes (forwardListen).
 		opts.Capabilities.Resources.Subscribe = true
+		opts.Capabilities.Tools.ListChanged = true
+		opts.Capabilities.Prompts.ListChanged = true
+		opts.Capabilities.Resources.ListChanged = true
 		opts.SubscribeHandler = func(ctx context.Context, r *sdk.SubscribeRequest) error {
+			if r.Extra == nil {
+				// A resource of a subscriptions/listen (forwardListen).
+				r.Extra, _ = ctx.Value(listenExtraKey{}).(*sdk.RequestExtra)
+			}
 			return h.forwardSubscription(ctx, r, "resources/subscribe", r.Params.URI)
 		}
 		opts.UnsubscribeHandler = func(ctx context.Context, r *sdk.UnsubscribeRequest) error {
+			if r.Extra == nil {
+				// The end of a subscriptions/listen: forwardListen's
+				// listener unsubscribes the proxied server.
+				return nil
+			}
 			return h.forwardSubscription(ctx, r, "resources/unsubscribe", r.Params.URI)
 		}
 	}
@@ -719,6 +732,7 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		// A hosted or local MCP server's tools are its instance's:
 		// forwarded.
 		s.AddReceivingMiddleware(h.remoteTools)
+		s.AddSendingMiddleware(relayNotifications)
 		return cs
 	}
 	var declared []*registry.Entity

@@ -258,6 +258,9 @@ func (h *handler) forwardSubscription(ctx context.Context, req sdk.Request, meth
 // method is the SDK's.
 func (h *handler) remoteTools(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method == "subscriptions/listen" {
+			return h.forwardListen(ctx, next, method, req)
+		}
 		if method != "tools/list" && method != "tools/call" && forwarded(req) == nil {
 			return next(ctx, method, req)
 		}

@@ -539,6 +539,11 @@ func (m *Manager) start(ctx context.Context, l Launch, p *proc) error {
 	}
 	p.process = process
 	p.relay.SetRedactor(l.Redactor)
+	p.relay.OnToolsChanged(func() {
+		m.mu.Lock()
+		p.tools = nil
+		m.mu.Unlock()
+	})
 	client := sdk.NewClient(&sdk.Implementation{Name: "switchboard", Version: "1"}, p.relay.Options(sdk.ClientOptions{}))
 	p.relay.Install(client)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)

@@ -85,6 +85,8 @@ type Table struct {
 	// received by then (drain). changed is closed at each handled one.
 	received, handled uint64
 	changed           chan struct{}
+	// toolsChanged runs when the server's tools change (OnToolsChanged).
+	toolsChanged func()
 }
 
 // SetRedactor sets the redactor applied to every relayed notification.
@@ -95,14 +97,16 @@ func (t *Table) SetRedactor(red *secrets.Redactor) {
 }
 
 // Options returns client options relaying notifications through t (o's
-// other fields kept); add t's middleware to the client built with them
-// (Install). The multi round-trip middleware
-// of the SDK's client is disabled: an input-required result goes back to
-// the caller, who alone can answer it.
+// other fields kept), those about a request to its caller and those that
+// outlive a request to the listening callers (Listen); add t's middleware
+// to the client built with them (Install). The multi round-trip
+// middleware of the SDK's client is disabled: an input-required result
+// goes back to the caller, who alone can answer it.
 func (t *Table) Options(o sdk.ClientOptions) *sdk.ClientOptions {
 	o.ProgressNotificationHandler = t.progress
 	o.LoggingMessageHandler = t.log
 	o.MultiRoundTrip = &sdk.MultiRoundTripOptions{Disabled: true}
+	t.listHandlers(&o)
 	return &o
 }
 

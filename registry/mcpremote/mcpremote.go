@@ -84,6 +84,13 @@ func (c *Conn) drop(s *sdk.ClientSession) {
 	go s.Close()
 }
 
+// dropTools forgets the cached tool list (the server said it changed).
+func (c *Conn) dropTools() {
+	c.mu.Lock()
+	c.tools = nil
+	c.mu.Unlock()
+}
+
 // Tools returns the hosted server's tools; the list is cached for
 // ToolsTTL. A failure is a secret-free *registry.UpstreamError.
 func (c *Conn) Tools(ctx context.Context, u Upstream) ([]*sdk.Tool, error) {
@@ -194,6 +201,7 @@ func (c *Conn) connect(ctx context.Context, u Upstream) (*sdk.ClientSession, boo
 	m := u.Manifest
 	c.redactor = registry.NewRedactor(m, u.Fields)
 	c.relay.SetRedactor(c.redactor)
+	c.relay.OnToolsChanged(c.dropTools)
 	cfg := m.MCPConfig
 	if cfg == nil || cfg.URL == "" {
 		return nil, false, switchboard.E(switchboard.ErrInvalid, "invalid_config", "connector %s declares no mcp_config.url", m.ID)
