@@ -88,6 +88,10 @@ type Manager struct {
 type backoff struct {
 	failures int
 	until    time.Time
+	// cause is why the last launch failed (nil after a crash): a call
+	// during the pause gets it, so a refusal such as connector_integrity
+	// is not hidden behind "failed recently".
+	cause error
 }
 
 // proc is one running (or starting) server.
@@ -413,6 +417,9 @@ func (m *Manager) acquire(ctx context.Context, l Launch) (*proc, error) {
 		}
 		if b, ok := m.backoff[l.Key]; ok && time.Now().Before(b.until) {
 			m.mu.Unlock()
+			if b.cause != nil {
+				return nil, b.cause
+			}
 			return nil, &registry.UpstreamError{Code: "upstream_unavailable", RetryAfter: time.Until(b.until),
 				Message: "the local MCP server failed recently and is restarted after a pause; retry later"}
 		}
@@ -431,7 +438,7 @@ func (m *Manager) acquire(ctx context.Context, l Launch) (*proc, error) {
 		if p.err != nil {
 			m.mu.Lock()
 			m.removeLocked(p)
-			m.failLocked(l.Key)
+			m.failLocked(l.Key, p.err)
 			m.mu.Unlock()
 		}
 		close(p.ready)
@@ -492,11 +499,12 @@ func (m *Manager) makeRoomLocked(tenant string) ([]*proc, error) {
 	}
 }
 
-// failLocked records a failed launch or a crash of k: the next launch
-// waits 1 s, 2 s, 4 s... up to maxBackoff.
-func (m *Manager) failLocked(k Key) {
+// failLocked records a failed launch (cause) or a crash (nil) of k: the
+// next launch waits 1 s, 2 s, 4 s... up to maxBackoff.
+func (m *Manager) failLocked(k Key, cause error) {
 	b := m.backoff[k]
 	b.failures++
+	b.cause = cause
 	wait := min(time.Second<<min(b.failures-1, 10), maxBackoff)
 	b.until = time.Now().Add(wait)
 	m.backoff[k] = b
@@ -510,7 +518,7 @@ func (m *Manager) watch(p *proc, red *secrets.Redactor) {
 	crashed := !p.stopped
 	if crashed {
 		m.removeLocked(p)
-		m.failLocked(p.key)
+		m.failLocked(p.key, nil)
 	}
 	m.mu.Unlock()
 	p.process.Kill()
