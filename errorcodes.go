@@ -181,6 +181,11 @@ var errorCodes = map[string]CodeSpec{
 	"members_unavailable":  {Kind: ErrUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCRefused},
 	"invalid_grants":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 
+	// An instance's tools_mode (tools, meta, auto) and a tenant's
+	// mcp_context_budget (tools/list bytes before auto serves meta-tools).
+	"invalid_tools_mode":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_context_budget": {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+
 	// Tenants, instances, callers (admin API).
 	"tenant_not_found":      {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
 	"instance_not_found":    {Kind: ErrNotFound, Status: http.StatusNotFound, RPC: RPCRefused},
