@@ -142,6 +142,16 @@ func touched(t *testing.T, db *database.DB, n int) {
 
 // subscribedCallers returns the tenant service of a store with the tenant
 // acme, and an authenticator subscribed to its changes.
+// authCost is the statements one authentication of tok at acme costs.
+func authCost(t *testing.T, db *database.DB, callers *auth.Callers, tok string) int64 {
+	t.Helper()
+	before := db.Statements()
+	if _, err := callers.Authenticate(context.Background(), request("Bearer "+tok), "acme"); err != nil {
+		t.Fatal(err)
+	}
+	return db.Statements() - before
+}
+
 func subscribedCallers(t *testing.T, db *database.DB) (*tenants.Service, *auth.Callers) {
 	_, svc := tenantService(t, db, "acme")
 	callers := auth.NewCallers(svc.Store())
@@ -163,7 +173,6 @@ func issueCron(t *testing.T, svc *tenants.Service) (*tenants.Caller, string) {
 func TestCallerCacheIsBounded(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
-		ctx := context.Background()
 		svc, callers := subscribedCallers(t, db)
 		callers.SetCache(1, time.Hour) // holds 8
 		var tokens []string
@@ -171,14 +180,7 @@ func TestCallerCacheIsBounded(t *testing.T) {
 			_, tok := issueCron(t, svc)
 			tokens = append(tokens, tok)
 		}
-		cost := func(tok string) int64 {
-			t.Helper()
-			before := db.Statements()
-			if _, err := callers.Authenticate(ctx, request("Bearer "+tok), "acme"); err != nil {
-				t.Fatal(err)
-			}
-			return db.Statements() - before
-		}
+		cost := func(tok string) int64 { return authCost(t, db, callers, tok) }
 		for _, tok := range tokens {
 			cost(tok)
 		}
@@ -218,14 +220,7 @@ func TestCallerCacheCountsBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		big := bigTok.Reveal()
-		cost := func(tok string) int64 {
-			t.Helper()
-			before := db.Statements()
-			if _, err := callers.Authenticate(ctx, request("Bearer "+tok), "acme"); err != nil {
-				t.Fatal(err)
-			}
-			return db.Statements() - before
-		}
+		cost := func(tok string) int64 { return authCost(t, db, callers, tok) }
 		for _, tok := range small {
 			cost(tok)
 		}

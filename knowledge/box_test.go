@@ -29,10 +29,7 @@ import (
 // copied into the repository).
 func boxCatalog(t *testing.T) *registry.Catalog {
 	t.Helper()
-	spec, err := os.ReadFile(specstest.Path(t, "box.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := specstest.Read(t, "box.json")
 	files := map[string]string{"box/openapi.json": string(spec)}
 	for _, f := range []string{"connector.json", "mapping.json"} {
 		b, err := os.ReadFile("testdata/box/" + f)

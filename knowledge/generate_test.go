@@ -3,7 +3,6 @@ package knowledge_test
 import (
 	"encoding/json"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -105,10 +104,7 @@ func generated(t *testing.T, spec []byte) (json.RawMessage, *registry.Catalog, *
 func TestGeneratorProposesKnowledge(t *testing.T) {
 	t.Parallel()
 	t.Run("box", func(t *testing.T) {
-		spec, err := os.ReadFile(specstest.Path(t, "box.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		spec := specstest.Read(t, "box.json")
 		sec, _, _, src := generated(t, spec)
 		if src == nil {
 			t.Fatal("no knowledge section proposed for Box")

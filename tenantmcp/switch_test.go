@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -34,10 +33,7 @@ import (
 // be there under CI=true).
 func switchCatalog(t *testing.T) *registry.Catalog {
 	t.Helper()
-	spec, err := os.ReadFile(specstest.Path(t, "stripe.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := specstest.Read(t, "stripe.yaml")
 	files := maps.Clone(testCatalog)
 	files["stripe/connector.json"] = `{
   "id": "stripe", "name": "Stripe", "version": "1.0.0", "type": "openapi", "scope": "global", "requires": ["API_KEY"],

@@ -38,6 +38,17 @@ func Path(t testing.TB, name string) string {
 	return filepath.Join(Dir(t), name)
 }
 
+// Read returns the content of one shared description, as Dir; a
+// description that cannot be read fails the test.
+func Read(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(Path(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // find looks for Rel from the root of the module of the working directory.
 func find() (string, error) {
 	wd, err := os.Getwd()
