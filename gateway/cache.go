@@ -141,6 +141,17 @@ func (c *targetCache) remove(match func(targetKey, *Target) bool) {
 	}
 }
 
+// drain takes every target out of the cache and returns them.
+func (c *targetCache) drain() []*Target {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Target, 0, len(c.items))
+	for k := range c.items {
+		out = append(out, c.removeLocked(k))
+	}
+	return out
+}
+
 // len returns how many targets are cached.
 func (c *targetCache) len() int {
 	c.mu.Lock()

@@ -255,6 +255,29 @@ func (t *Target) evict() {
 	}
 }
 
+// Close ends what the gateway holds open to the servers it proxies, at
+// shutdown: every cached instance is evicted, and the client sessions of
+// mcp_remote instances are closed before Close returns (their streams,
+// such as the listen the SDK's client keeps open to a 2026-07-28 server,
+// end with them; a hosted server's own shutdown would wait for them
+// otherwise). The local servers of mcp_local instances are stopped. A
+// call made afterwards connects again; the server calls Close once it
+// has stopped serving.
+func (g *Gateway) Close() {
+	var wg sync.WaitGroup
+	for _, t := range g.targets.drain() {
+		t.held.Store(nil)
+		t.users.clear()
+		if c := t.remote.Swap(closedRemote); c != nil && c != closedRemote {
+			wg.Go(c.Shutdown)
+		}
+	}
+	if g.local != nil {
+		g.local.Stop(func(mcplocal.Key) bool { return true })
+	}
+	wg.Wait()
+}
+
 // closedRemote is the connection of every evicted target: a call still
 // holding one is refused with "call again", as by a connection closed
 // under it.

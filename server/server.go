@@ -700,11 +700,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close flushes the audit log (writing or spooling what is pending). The
-// store stays open.
+// Close ends the sessions to the MCP servers the instances proxy (the
+// hosted servers of mcp_remote instances, the processes of mcp_local
+// ones) and flushes the audit log (writing or spooling what is pending).
+// The store stays open.
 func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	s.gateway.Close()
 	s.local.Close()
 	s.audit.Close(ctx)
 	if err := s.tracer.Shutdown(ctx); err != nil {

@@ -63,15 +63,31 @@ type Conn struct {
 	relay mcprelay.Table
 }
 
-// Close ends the session; the Conn is no longer used.
+// Close ends the session; the Conn is no longer used. The session is
+// closed in the background: Close does not wait for the server.
 func (c *Conn) Close() {
-	c.mu.Lock()
-	s := c.session
-	c.session, c.tools, c.closed = nil, nil, true
-	c.mu.Unlock()
-	if s != nil {
+	if s := c.take(); s != nil {
 		go s.Close()
 	}
+}
+
+// Shutdown is Close waiting for the session to end: its streams to the
+// server (the listen the SDK's client keeps open to a 2026-07-28 server,
+// calls in flight) are closed when it returns. The server's shutdown
+// uses it, so that nothing is left open to the hosted servers.
+func (c *Conn) Shutdown() {
+	if s := c.take(); s != nil {
+		s.Close()
+	}
+}
+
+// take marks c closed and returns its session.
+func (c *Conn) take() *sdk.ClientSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.session
+	c.session, c.tools, c.closed = nil, nil, true
+	return s
 }
 
 // drop forgets a session that failed, so that the next call reconnects.
