@@ -156,6 +156,12 @@ var errorCodes = map[string]CodeSpec{
 	// (Error.Status); without one it is a bad gateway.
 	"upstream_rejected": {Kind: ErrInvalid, Status: http.StatusBadGateway, RPC: RPCRefused},
 	"egress_refused":    {Kind: ErrUnavailable, Status: http.StatusBadGateway, RPC: RPCRefused},
+	// cancelled: the caller cancelled a forwarded request (its
+	// notifications/cancelled, or its HTTP request closed); the request
+	// to the proxied server is cancelled too and the call audited with
+	// this outcome. The caller is gone: the status (nginx's "client closed
+	// request") is for logs and metrics.
+	"cancelled": {Kind: ErrUnavailable, Status: 499, RPC: RPCRefused},
 
 	// OAuth flows and token machinery.
 	"invalid_state":              {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},

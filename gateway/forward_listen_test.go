@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +15,9 @@ import (
 
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
+	"github.com/switchboardhq/switchboard/egress"
 	"github.com/switchboardhq/switchboard/registry/registrytest"
+	"github.com/switchboardhq/switchboard/server"
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
@@ -144,6 +148,81 @@ func TestForwardedListen(t *testing.T) {
 		defer theirs.mu.Unlock()
 		if len(theirs.got) != 0 {
 			t.Errorf("the other instance's caller received %q", theirs.got)
+		}
+	})
+}
+
+// TestForwardedListenOutlivesTimeout: the upstream client's timeout
+// (300 ms here) bounds each forwarded request, not the session: a
+// caller's listen on an mcp_remote instance still receives the proxied
+// server's tools list change several timeouts later, while a tools/call
+// the proxied server never answers ends at the timeout with the typed
+// error.
+func TestForwardedListenOutlivesTimeout(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		const timeout = 300 * time.Millisecond
+		up, upURL := listenFixture(t)
+		release := make(chan struct{})
+		defer close(release)
+		up.AddTool(&sdk.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				<-release
+				return &sdk.CallToolResult{}, nil
+			})
+		cat := registrytest.Load(t, map[string]string{"headers/connector.json": headersManifest})
+		s := newStackWith(t, db, cat, &clock{}, func(cfg *server.Config) {
+			cfg.UpstreamClient = egress.NewClient(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Timeout: timeout})
+		})
+		s.tenant(t, "acme")
+		if _, _, err := s.svc.Install(ctx, "acme", "ls", tenants.InstallRequest{ConnectorID: "headers",
+			Fields: fieldsOf(map[string]string{"MCP_URL": upURL}), Agents: []string{"agent-1"}}); err != nil {
+			t.Fatalf("Install: %v", err)
+		}
+		token := s.caller(t, "acme", tenants.CallerRequest{Name: "platform", Kind: tenants.KindAgentPlatform})
+		changed := make(chan struct{}, 4)
+		client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1"}, &sdk.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+		})
+		sess, err := client.Connect(ctx, &sdk.StreamableClientTransport{
+			Endpoint:   s.srv.URL + "/workspaces/acme/webhooks/ls.mcp",
+			HTTPClient: &http.Client{Transport: &agentTransport{token: token, agent: "agent-1"}}, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+		defer sess.Close()
+		if _, err := sess.ListTools(ctx, nil); err != nil {
+			t.Fatalf("ListTools: %v", err)
+		}
+		time.Sleep(5 * timeout)
+		if res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: "grow", Arguments: map[string]any{}}); err != nil || res.IsError {
+			t.Fatalf("CallTool grow: %v %+v", err, res)
+		}
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the listen received no tools list change after five upstream timeouts")
+		}
+
+		start := time.Now()
+		res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: "hang", Arguments: map[string]any{}})
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("CallTool hang: %v", err)
+		}
+		text := ""
+		if len(res.Content) > 0 {
+			if tc, ok := res.Content[0].(*sdk.TextContent); ok {
+				text = tc.Text
+			}
+		}
+		if !res.IsError || !strings.Contains(text, `"code":"upstream_unavailable"`) || !strings.Contains(text, "did not answer in time") {
+			t.Errorf("hanging call: %s", text)
+		}
+		if took < timeout || took > 10*time.Second {
+			t.Errorf("the hanging call ended after %v, timeout %v", took, timeout)
 		}
 	})
 }

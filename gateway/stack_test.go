@@ -144,10 +144,21 @@ type stack struct {
 
 func newStack(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock) *stack {
 	t.Helper()
+	return newStackWith(t, db, cat, clk, nil)
+}
+
+// newStackWith is newStack with the server's configuration changed by
+// configure (nil changes nothing).
+func newStackWith(t testing.TB, db *database.DB, cat *registry.Catalog, clk *clock, configure func(*server.Config)) *stack {
+	t.Helper()
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := servertest.Start(t, server.Config{DB: db, ConnectorCatalog: cat, Logger: logger, Now: clk.now,
-		Audit: audit.WriterOptions{Interval: 20 * time.Millisecond}})
+	cfg := server.Config{DB: db, ConnectorCatalog: cat, Logger: logger, Now: clk.now,
+		Audit: audit.WriterOptions{Interval: 20 * time.Millisecond}}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv := servertest.Start(t, cfg)
 	return &stack{db: db, svc: srv.Tenants(), gw: srv.Gateway(), oauth: srv.OAuth(), prov: srv.Providers(),
 		audit: srv.Audit(), astore: srv.AuditStore(), srv: srv.HTTP, logs: logs, bodies: &logtest.Buffer{},
 		members: srv.Members()}

@@ -33,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 )
@@ -371,4 +372,13 @@ func Refused(je *jsonrpc.Error, status int, red *secrets.Redactor, who string) *
 		e.Data = red.Bytes(je.Data)
 	}
 	return e
+}
+
+// Cancelled is the error of a request to a proxied server whose caller
+// went away (ctx is done): the caller cancelled it, closed its request,
+// or reached its own deadline. The request to the proxied server is
+// cancelled with it (the SDK's client sends notifications/cancelled and
+// closes the request's stream).
+func Cancelled(ctx context.Context) error {
+	return switchboard.E(switchboard.ErrUnavailable, "cancelled", "the request was cancelled by its caller").WithCause(context.Cause(ctx))
 }

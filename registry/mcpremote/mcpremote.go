@@ -176,8 +176,13 @@ func (c *Conn) Call(ctx context.Context, u Upstream, params *sdk.CallToolParams)
 }
 
 // withSession runs fn with the instance's session, connecting first when
-// there is none. When fn fails in transport (not with a JSON-RPC error of
-// the server), the session is dropped and fn retried once on a new one.
+// there is none. fn's context has the upstream client's timeout as its
+// deadline: the session's own HTTP client has none, since the listen
+// stream the SDK's client keeps open to a 2026-07-28 server lives as long
+// as the session (a total timeout on the client cut it, and with it every
+// forwarded listen, each minute). When fn fails in transport (not with a
+// JSON-RPC error of the server, not at its deadline, not cancelled by the
+// caller), the session is dropped and fn retried once on a new one.
 // Errors are classified into *registry.UpstreamError, secret-free.
 func (c *Conn) withSession(ctx context.Context, u Upstream, fn func(context.Context, *sdk.ClientSession) error) error {
 	for attempt := 0; ; attempt++ {
@@ -186,13 +191,26 @@ func (c *Conn) withSession(ctx context.Context, u Upstream, fn func(context.Cont
 			return err
 		}
 		rec := &statusRecorder{}
-		err = fn(context.WithValue(ctx, statusKey{}, rec), s)
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if u.Client != nil && u.Client.Timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, u.Client.Timeout)
+		}
+		err = fn(context.WithValue(cctx, statusKey{}, rec), s)
+		timedOut := cctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err == nil {
 			return nil
 		}
+		switch {
+		case ctx.Err() != nil:
+			return mcprelay.Cancelled(ctx)
+		case timedOut:
+			return &registry.UpstreamError{Code: "upstream_unavailable", Status: rec.get(),
+				Message: "the hosted MCP server did not answer in time"}
+		}
 		err = withStatus(err, rec.get())
 		var je *jsonrpc.Error
-		if !errors.As(err, &je) && ctx.Err() == nil {
+		if !errors.As(err, &je) {
 			c.drop(s)
 			if attempt == 0 && !fresh {
 				continue
@@ -242,7 +260,8 @@ func (c *Conn) connect(ctx context.Context, u Upstream) (*sdk.ClientSession, boo
 	}
 	hc := &http.Client{
 		Transport: &headerTransport{base: base, headers: headers, relay: &c.relay},
-		Timeout:   u.Client.Timeout,
+		// No total timeout: each request has its own deadline
+		// (withSession), the listen stream none.
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
