@@ -497,6 +497,9 @@ type requestState struct {
 	surface   *gateway.Surface
 	cat       *catalog
 	err       error
+	// instance is the instance of an instance endpoint serving the
+	// meta-tools (ServeInstance); nil on the tenant endpoint.
+	instance *gateway.Target
 }
 
 // catalogOf lists the agent's instances once per request.

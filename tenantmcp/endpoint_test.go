@@ -192,6 +192,9 @@ func TestTenantEndpoint(t *testing.T) {
 		f := newFixture(t, db)
 		cs := f.session(t, "bot")
 		ctx := context.Background()
+		if info := cs.InitializeResult().ServerInfo; info.Name != "switchboard/tenant" {
+			t.Errorf("the tenant endpoint names itself %q", info.Name)
+		}
 
 		tools, err := cs.ListTools(ctx, nil)
 		if err != nil {

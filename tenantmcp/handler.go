@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -77,7 +78,19 @@ type Server struct {
 	checkOrigin func(*http.Request) string
 	srv         *sdk.Server
 	http        http.Handler
+	// instances are the servers of instance endpoints in meta mode, one
+	// per connector (ServeInstance), so that each names itself as its
+	// instance endpoint does in tools mode.
+	instances *lru.Cache[instanceServerKey, *sdk.Server]
 }
+
+// instanceServerKey names the meta-tools server of a connector: what
+// initialize reports (its id and name) and its instructions.
+type instanceServerKey struct{ id, name, about string }
+
+// maxInstanceServers bounds the meta-tools servers kept; one is a few
+// kilobytes, rebuilt on demand.
+const maxInstanceServers = 1024
 
 // New returns the endpoint on g.
 func New(g *gateway.Gateway, opts Options) *Server {
@@ -91,16 +104,46 @@ func New(g *gateway.Gateway, opts Options) *Server {
 		indexes: NewIndexes(), tokens: newGuideTokens(opts.Keyring, opts.Now),
 		checkOrigin: mcp.OriginCheck(mcp.Options{AllowedOrigins: opts.AllowedOrigins, PublicURL: opts.PublicURL,
 			DisableLocalhostProtection: opts.DisableLocalhostProtection})}
-	s.srv = sdk.NewServer(&sdk.Implementation{Name: "switchboard/tenant", Title: "Switchboard workspace catalog", Version: opts.Version},
-		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
-	for _, t := range Tools() {
-		s.srv.AddTool(t, s.handlerOf(t.Name))
-	}
-	streamable := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+	s.srv = s.newSDKServer(&sdk.Implementation{Name: "switchboard/tenant", Title: "Switchboard workspace catalog", Version: opts.Version}, instructions)
+	s.instances, _ = lru.New[instanceServerKey, *sdk.Server](maxInstanceServers)
+	streamable := sdk.NewStreamableHTTPHandler(s.serverOf, &sdk.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: gateway.MaxBodyBytes, DisableLocalhostProtection: true,
 	})
 	s.http = sdkauth.RequireBearerToken(verifyFromContext, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
 	return s
+}
+
+// newSDKServer is an MCP server of the four tools named impl.
+func (s *Server) newSDKServer(impl *sdk.Implementation, about string) *sdk.Server {
+	srv := sdk.NewServer(impl, &sdk.ServerOptions{Instructions: about, Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
+	for _, t := range Tools() {
+		srv.AddTool(t, s.handlerOf(t.Name))
+	}
+	return srv
+}
+
+// serverOf is the server of a request: the tenant endpoint's, or on an
+// instance endpoint in meta mode (ServeInstance) one named as that
+// endpoint names itself in tools mode (switchboard/<connector>, titled
+// with the connector's name), so that a client shows the app it
+// connected to whichever tools the endpoint serves.
+func (s *Server) serverOf(r *http.Request) *sdk.Server {
+	st, ok := r.Context().Value(stateKey{}).(*requestState)
+	if !ok || st.instance == nil {
+		return s.srv
+	}
+	m := &st.instance.Connector.Manifest
+	key := instanceServerKey{id: m.ID, name: m.Name, about: m.Docs.LLMShortDescription}
+	if srv, ok := s.instances.Get(key); ok {
+		return srv
+	}
+	about := instructions
+	if key.about != "" {
+		about = key.about + "\n\n" + instructions
+	}
+	srv := s.newSDKServer(&sdk.Implementation{Name: "switchboard/" + m.ID, Title: m.Name, Version: s.opts.Version}, about)
+	s.instances.Add(key, srv)
+	return srv
 }
 
 // instructions tell an agent how the four tools fit together.
@@ -242,7 +285,7 @@ func (s *Server) mcpOptions() mcp.Options {
 // endpoint's call path, which checks the allowlist again and audits it.
 func (s *Server) ServeInstance(w http.ResponseWriter, r *http.Request, p *auth.Principal, t *gateway.Target, log gateway.CallLog) {
 	st := &requestState{principal: p, log: log.With(slog.String("tools", "meta")), surface: surfaceOf(r.Header.Get("Mcp-Protocol-Version")),
-		cat: &catalog{targets: []*gateway.Target{t}}}
+		cat: &catalog{targets: []*gateway.Target{t}}, instance: t}
 	s.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 }
 

@@ -180,6 +180,16 @@ func TestInstanceToolsSwitch(t *testing.T) {
 			t.Fatalf("stripe tools = %v", got)
 		}
 		cs := f.instanceSession(t, "stripe")
+		// Serving the meta-tools, the endpoint still names itself as its
+		// instance's app (as crm's, in tools mode, does), not as the
+		// tenant endpoint.
+		for slug, s := range map[string]*sdk.ClientSession{"stripe": cs, "crm": f.instanceSession(t, "crm")} {
+			info := s.InitializeResult().ServerInfo
+			conn, _ := f.cat.Connector(slug)
+			if name := conn.Manifest.Name; info.Name != "switchboard/"+slug || info.Title != name {
+				t.Errorf("%s initialize names %q %q, want switchboard/%s %q", slug, info.Name, info.Title, slug, name)
+			}
+		}
 		out, isErr := call(t, cs, "search", map[string]any{"query": "list all customers", "limit": 20})
 		hits := addresses(out)
 		if isErr || len(hits) == 0 {
