@@ -281,10 +281,13 @@ func (j *Journal) Append(e *Entry) error {
 	}
 	start := len(j.buf)
 	j.buf = append(j.buf, make([]byte, recordHead)...)
-	if err := j.enc.Encode(e); err != nil {
-		j.buf = j.buf[:start]
-		j.mu.Unlock()
-		return err
+	var ok bool
+	if j.buf, ok = appendRecord(j.buf, e); !ok {
+		if err := j.enc.Encode(e); err != nil {
+			j.buf = j.buf[:start]
+			j.mu.Unlock()
+			return err
+		}
 	}
 	payload := j.buf[start+recordHead:]
 	binary.LittleEndian.PutUint32(j.buf[start:], uint32(len(payload)))
