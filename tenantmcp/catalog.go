@@ -151,7 +151,7 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 			named = append(named, m.ID, m.Name, t.Instance.Slug)
 		}
 	}
-	scoring := q.Without(named...)
+	scoring := q.Without(named...).Related(indexes)
 	corpus := NewCorpus(scoring, indexes)
 	filter := func(_ *registry.Entity, a *registry.Action) bool {
 		return args.Safety != SafetyReadOnly || safetyOf(a.Op) == SafetyReadOnly

@@ -1,6 +1,7 @@
 package tenantmcp
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 
@@ -27,12 +28,20 @@ func TestTerms(t *testing.T) {
 // all the query says.
 func TestQueryIntentAndNames(t *testing.T) {
 	for text, want := range map[string]string{
-		"remove a member from the team":   classDelete,
-		"show me that invoice":            classGet,
-		"list the invoices":               classList,
-		"rename the folder":               classUpdate,
-		"add a product to the catalog":    classCreate,
-		"invoices that were paid in june": "",
+		"remove a member from the team":         classDelete,
+		"show me that invoice":                  classRead,
+		"show me all our invoices":              classList,
+		"fetch that invoice":                    classGet,
+		"list the invoices":                     classList,
+		"rename the folder":                     classUpdate,
+		"add a product to the catalog":          classCreate,
+		"cancel the subscription":               classDelete,
+		"invoices that were paid in june":       "",
+		"which subscriptions are active":        classRead,
+		"who is in this channel":                classRead,
+		"is the user online":                    classRead,
+		"which invoices should I delete":        classDelete,
+		"the invoices which were paid in march": "",
 	} {
 		if got := ParseQuery(text).intent; got != want {
 			t.Errorf("intent of %q = %q, want %q", text, got, want)
@@ -44,6 +53,57 @@ func TestQueryIntentAndNames(t *testing.T) {
 	}
 	if q := ParseQuery("Stripe").Without("stripe"); q.weights["stripe"] != 1 {
 		t.Errorf("a query that is only a name lost it: %v", q.weights)
+	}
+	// Pronouns are stop words that bring their terms in as synonyms.
+	if q := ParseQuery("who am I logged in as"); q.weights["me"] != synonymWeight || q.weights["user"] != synonymWeight {
+		t.Errorf("weights of a question about the caller: %v", q.weights)
+	}
+}
+
+// TestRelatedTerms: a query word meets the index's other forms of it
+// (derivations the stemmer leaves apart) at a lower weight, and not
+// words that only share an opening.
+func TestRelatedTerms(t *testing.T) {
+	spec := &registry.Spec{Entities: []*registry.Entity{{Name: "things", Actions: []*registry.Action{
+		{Name: "a", Op: &registry.Operation{ID: "addReaction", Method: "PUT", Path: "/messages/{id}/reactions"}},
+		{Name: "b", Op: &registry.Operation{ID: "listSubscriptions", Method: "GET", Path: "/subscriptions"}},
+		{Name: "c", Op: &registry.Operation{ID: "listChargebacks", Method: "GET", Path: "/chargebacks"}},
+		{Name: "d", Op: &registry.Operation{ID: "listTranscripts", Method: "GET", Path: "/transcripts"}},
+	}}}}
+	ix := NewIndex(spec)
+	for query, want := range map[string][]string{
+		"react to a message":  {"reaction"},
+		"subscribe":           {"subscript"},
+		"charge":              nil, // "charg" is too short to relate
+		"transfer money":      nil, // "transcript" shares "trans" only
+		"chargeback disputes": nil,
+	} {
+		q := ParseQuery(query).Related([]*Index{ix})
+		var got []string
+		for term, w := range q.weights {
+			if w == relatedWeight {
+				got = append(got, term)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("related terms of %q = %v, want %v", query, got, want)
+		}
+	}
+}
+
+// TestSummaryVerb: of two RPC-style operations (every method a POST)
+// whose text matches alike, the one whose summary opens with a verb of
+// the class the query asks for ("delete": "Removes") comes first.
+func TestSummaryVerb(t *testing.T) {
+	spec := &registry.Spec{Entities: []*registry.Entity{{Name: "conversations", Actions: []*registry.Action{
+		{Name: "invite", Op: &registry.Operation{ID: "conversations.invite", Method: "POST", Path: "/conversations.invite", Summary: "Adds a user to a conversation."}},
+		{Name: "kick", Op: &registry.Operation{ID: "conversations.kick", Method: "POST", Path: "/conversations.kick", Summary: "Removes a user from a conversation."}},
+	}}}}
+	hits := NewIndex(spec).Search(ParseQuery("delete the user from the conversation"), nil, nil)
+	slices.SortFunc(hits, func(x, y Hit) int { return cmp.Compare(y.Score, x.Score) })
+	if len(hits) != 2 || hits[0].Action.Name != "kick" {
+		t.Errorf("hits = %v, want kick first", hits)
 	}
 }
 
