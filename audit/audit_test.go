@@ -2,7 +2,9 @@ package audit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
@@ -74,6 +76,48 @@ func TestInsertLargeBatch(t *testing.T) {
 		}
 		if len(seen) != 250 {
 			t.Fatalf("%d distinct rows, want 250", len(seen))
+		}
+	})
+}
+
+// Every batch size takes the INSERTs its rows add up to (64 rows, then
+// the powers of two below): each row is stored once and counted once in
+// the usage rollup, also when a batch is written again mixed with new
+// rows (a replay from the spool).
+func TestInsertEveryBatchSize(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		store := audit.NewStore(db)
+		addTenants(t, db, "ten_s")
+		at := time.Now().UTC().Add(-time.Minute)
+		written := 0
+		var last []audit.Entry
+		for _, n := range []int{1, 2, 3, 5, 7, 31, 63, 64, 65, 127, 130, 200} {
+			fresh := rows("ten_s", fmt.Sprintf("n%d", n), at, n)
+			// Half of the last batch again, interleaved with the new rows.
+			var batch []audit.Entry
+			for i, e := range fresh {
+				batch = append(batch, e)
+				if i < len(last)/2 {
+					batch = append(batch, last[i])
+				}
+			}
+			insert(t, store, batch)
+			written += n
+			last = fresh
+			var stored int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM audit_log WHERE tenant_id = 'ten_s'`).Scan(&stored); err != nil {
+				t.Fatal(err)
+			}
+			u, err := store.Usage(ctx, "ten_s", audit.UsageQuery{From: at.Add(-48 * time.Hour), To: at.Add(48 * time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored != written || u.Calls != int64(written) {
+				t.Fatalf("after a batch of %d new and %d replayed rows: %d stored, %d counted, want %d",
+					n, min(n, len(batch)-n), stored, u.Calls, written)
+			}
 		}
 	})
 }
