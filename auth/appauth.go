@@ -36,13 +36,46 @@ type ModeFunc func(ctx context.Context, in ModeInput) (registry.Applier, error)
 type AppAuth struct {
 	mu    sync.RWMutex
 	modes map[string]ModeFunc
+	// checks say, for the modes whose credential is each user's own,
+	// whether the call's user has one (Connected).
+	checks map[string]CheckFunc
+}
+
+// CheckFunc reports whether a mode's credential exists for the call's
+// user, without obtaining it: nil, or the error a call would answer
+// (reconnect_required with where the user connects, user_required...).
+type CheckFunc func(ctx context.Context, in ModeInput) error
+
+// RegisterCheck sets the connection check of mode, replacing any
+// previous one.
+func (a *AppAuth) RegisterCheck(mode string, f CheckFunc) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.checks[mode] = f
+}
+
+// Connected reports whether in's user has what in.Instance's auth mode
+// needs of them: nil for a mode whose credential is the instance's (no
+// check registered), else the mode's check. It sends nothing upstream and
+// mints nothing: a search asks it of every instance it lists.
+func (a *AppAuth) Connected(ctx context.Context, in ModeInput) error {
+	if in.Instance == nil {
+		return nil
+	}
+	a.mu.RLock()
+	f := a.checks[in.Instance.AuthMode]
+	a.mu.RUnlock()
+	if f == nil {
+		return nil
+	}
+	return f(ctx, in)
 }
 
 // NewAppAuth returns the modes available now: apiKey and accessToken.
 // clientCredentials, oauth, oauthCentral and jwt are registered by the
 // packages that implement them, through Register.
 func NewAppAuth() *AppAuth {
-	a := &AppAuth{modes: map[string]ModeFunc{}}
+	a := &AppAuth{modes: map[string]ModeFunc{}, checks: map[string]CheckFunc{}}
 	a.Register(registry.ModeAPIKey, apiKeyMode)
 	a.Register(registry.ModeAccessToken, accessTokenMode)
 	return a

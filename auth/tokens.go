@@ -142,6 +142,8 @@ func (o *OAuth) Register(a *AppAuth) {
 	a.Register(registry.ModeClientCredentials, o.clientCredentialsMode)
 	a.Register(registry.ModeOAuth, o.userMode)
 	a.Register(registry.ModeOAuthCentral, o.userMode)
+	a.RegisterCheck(registry.ModeOAuth, o.userConnected)
+	a.RegisterCheck(registry.ModeOAuthCentral, o.userConnected)
 	a.Register(registry.ModeJWT, o.jwtMode)
 }
 
@@ -352,6 +354,38 @@ func (o *OAuth) userMode(ctx context.Context, in ModeInput) (registry.Applier, e
 		return nil, o.reconnectErr(ctx, k)
 	}
 	return a, err
+}
+
+// userConnected is the connection check of oauth and oauthCentral: nil
+// when the call's subject user has a grant not marked reconnect_required
+// (warm in this process, else in the store), else what userMode would
+// answer: user_not_found acting on behalf of a user never connected,
+// reconnect_required otherwise, whose connectUrl is the instance's
+// connect route (a check mints no single-use link; a call does).
+func (o *OAuth) userConnected(ctx context.Context, in ModeInput) error {
+	_, k, err := o.subjectGrant(ctx, in)
+	if err != nil {
+		return err
+	}
+	o.mu.RLock()
+	e := o.mem[k.fp]
+	o.mu.RUnlock()
+	if e != nil && !e.reconnect {
+		return nil
+	}
+	g, err := o.store.Grant(ctx, k.id())
+	switch {
+	case err != nil:
+		return err
+	case g != nil && g.Status == StatusActive:
+		return nil
+	case g == nil && in.Principal.OnBehalf():
+		return errUserNotFound
+	}
+	refused := switchboard.E(switchboard.ErrUnauthorized, StatusReconnectRequired,
+		"the user has not connected this app, or their connection expired or was revoked; the user connects by opening connectUrl")
+	refused.ConnectURL = o.ConnectURL(k.tenantSlug, k.instance.Slug)
+	return refused
 }
 
 func (o *OAuth) jwtMode(ctx context.Context, in ModeInput) (registry.Applier, error) {

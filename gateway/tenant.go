@@ -60,3 +60,23 @@ func (g *Gateway) Tenant(ctx context.Context, tenantSlug string) (*tenants.Tenan
 }
 
 var errNoTenant = switchboard.E(switchboard.ErrNotFound, "not_found", "no such workspace")
+
+// Connected reports whether p's subject user (a trusted caller's target
+// user, else the caller's own) has what a call of t needs of them: nil
+// for an instance whose credential is the instance's own, else the error
+// the call would answer, with where the user acts when there is such a
+// place: consent_required when the connector has user-scope fields the
+// user has not set, reconnect_required when the instance's auth mode is
+// each user's own OAuth grant and the user has none (or it must be
+// renewed). Nothing is sent upstream. The tenant catalog endpoint's
+// search counts the instances whose user is not connected.
+func (g *Gateway) Connected(ctx context.Context, t *Target, p *auth.Principal) error {
+	c, err := g.credentials(ctx, t)
+	if err != nil {
+		return err
+	}
+	if c, err = g.userCredentials(ctx, t, c, p); err != nil {
+		return err
+	}
+	return g.appAuth.Connected(ctx, modeInput(t, c, p))
+}

@@ -73,18 +73,28 @@ type SearchGroup struct {
 }
 
 // Unavailable counts the instances the agent may call that could not be
-// searched, and why.
+// searched, and why. NotConnected are those of them the calling user
+// must connect first (their own OAuth grant or user settings): each says
+// where, in connectUrl.
 type Unavailable struct {
-	Count     int                   `json:"count"`
-	Instances []UnavailableInstance `json:"instances"`
+	Count        int                   `json:"count"`
+	NotConnected int                   `json:"notConnected"`
+	Instances    []UnavailableInstance `json:"instances"`
 }
 
-// UnavailableInstance is one instance left out of a search.
+// UnavailableInstance is one instance left out of a search: the code a
+// call of it would answer now, and for a user not connected where they
+// connect.
 type UnavailableInstance struct {
-	Instance  string `json:"instance"`
-	Connector string `json:"connector"`
-	Code      string `json:"code"`
+	Instance   string `json:"instance"`
+	Connector  string `json:"connector"`
+	Code       string `json:"code"`
+	ConnectURL string `json:"connectUrl,omitempty"`
 }
+
+// notConnected are the codes of an instance whose calling user has not
+// connected it (or must connect it again): the user can act on them.
+var notConnected = map[string]bool{"reconnect_required": true, "consent_required": true, "user_not_found": true}
 
 // SearchResult is the search tool's answer.
 type SearchResult struct {
@@ -110,6 +120,10 @@ type scored struct {
 type catalog struct {
 	targets     []*gateway.Target
 	unavailable []gateway.Unreachable
+	// connected, when set, says whether the calling user has what a call
+	// of a target needs of them (gateway.Connected): search leaves out,
+	// and counts, the instances they have not connected.
+	connected func(context.Context, *gateway.Target) error
 }
 
 // searchable reports whether t's actions are indexed (an OpenAPI
@@ -118,7 +132,7 @@ type catalog struct {
 func searchable(t *gateway.Target) bool { return t.Connector.Spec != nil }
 
 // search runs a query over the agent's instances.
-func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*SearchResult, error) {
+func (s *Server) search(ctx context.Context, cat *catalog, args SearchArgs, guides readGuides) (*SearchResult, error) {
 	if err := checkSearch(&args); err != nil {
 		return nil, err
 	}
@@ -142,8 +156,15 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 		}
 		matched = true
 		if !searchable(t) {
-			s.addUnavailable(res, t.Instance.Slug, m.ID, "not_indexed")
+			addUnavailable(res, t.Instance.Slug, m.ID, "not_indexed", "")
 			continue
+		}
+		if cat.connected != nil {
+			if err := cat.connected(ctx, t); err != nil {
+				p := switchboard.ProblemOf(err)
+				addUnavailable(res, t.Instance.Slug, m.ID, p.Detail.Code, p.Detail.ConnectURL)
+				continue
+			}
 		}
 		chosen = append(chosen, t)
 		indexes = append(indexes, s.indexes.Of(t.Connector.Spec))
@@ -169,7 +190,7 @@ func (s *Server) search(cat *catalog, args SearchArgs, guides readGuides) (*Sear
 		if (args.Instance == "" || args.Instance == u.Instance.Slug) &&
 			(args.Connector == "" || strings.TrimPrefix(args.Connector, "connector:") == u.Instance.ConnectorID) {
 			matched = true
-			s.addUnavailable(res, u.Instance.Slug, u.Instance.ConnectorID, switchboard.CodeOf(u.Err))
+			addUnavailable(res, u.Instance.Slug, u.Instance.ConnectorID, switchboard.CodeOf(u.Err), "")
 		}
 	}
 	if !matched && (args.Connector != "" || args.Instance != "") {
@@ -215,12 +236,19 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func (s *Server) addUnavailable(res *SearchResult, instance, connector, code string) {
+// addUnavailable counts an instance left out of a search, with the code
+// of why and, for a user not connected, where they connect.
+func addUnavailable(res *SearchResult, instance, connector, code, connectURL string) {
 	if res.Unavailable == nil {
 		res.Unavailable = &Unavailable{}
 	}
+	u := UnavailableInstance{Instance: instance, Connector: connector, Code: code}
+	if notConnected[code] {
+		res.Unavailable.NotConnected++
+		u.ConnectURL = connectURL
+	}
 	res.Unavailable.Count++
-	res.Unavailable.Instances = append(res.Unavailable.Instances, UnavailableInstance{Instance: instance, Connector: connector, Code: code})
+	res.Unavailable.Instances = append(res.Unavailable.Instances, u)
 }
 
 // checkSearch validates and defaults a search's arguments.
@@ -512,6 +540,11 @@ func (s *Server) catalogOf(ctx context.Context, st *requestState) (*catalog, err
 		st.err = err
 		return nil, err
 	}
-	st.cat = &catalog{targets: ts, unavailable: bad}
+	st.cat = &catalog{targets: ts, unavailable: bad, connected: s.connectedAs(st.principal)}
 	return st.cat, nil
+}
+
+// connectedAs is the connection check of p's calls.
+func (s *Server) connectedAs(p *auth.Principal) func(context.Context, *gateway.Target) error {
+	return func(ctx context.Context, t *gateway.Target) error { return s.g.Connected(ctx, t, p) }
 }

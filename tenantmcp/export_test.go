@@ -1,6 +1,10 @@
 package tenantmcp
 
-import "github.com/switchboardhq/switchboard/gateway"
+import (
+	"context"
+
+	"github.com/switchboardhq/switchboard/gateway"
+)
 
 // testIndexes are the indexes of the tests' searches, shared as a
 // server shares them (one per compiled registry).
@@ -10,7 +14,7 @@ var testIndexes = NewIndexes()
 // that read no guide.
 func SearchTargets(targets []*gateway.Target, args SearchArgs) (*SearchResult, error) {
 	s := &Server{indexes: testIndexes, tokens: newGuideTokens(nil, nil)}
-	return s.search(&catalog{targets: targets}, args, readGuides{})
+	return s.search(context.Background(), &catalog{targets: targets}, args, readGuides{})
 }
 
 // DescribeTarget runs the endpoint's describe over targets.

@@ -285,7 +285,7 @@ func (s *Server) mcpOptions() mcp.Options {
 // endpoint's call path, which checks the allowlist again and audits it.
 func (s *Server) ServeInstance(w http.ResponseWriter, r *http.Request, p *auth.Principal, t *gateway.Target, log gateway.CallLog) {
 	st := &requestState{principal: p, log: log.With(slog.String("tools", "meta")), surface: surfaceOf(r.Header.Get("Mcp-Protocol-Version")),
-		cat: &catalog{targets: []*gateway.Target{t}}, instance: t}
+		cat: &catalog{targets: []*gateway.Target{t}, connected: s.connectedAs(p)}, instance: t}
 	s.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 }
 
@@ -370,7 +370,7 @@ func (s *Server) run(ctx context.Context, st *requestState, name string, req *sd
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(s.search(cat, args, read))
+		return jsonResult(s.search(ctx, cat, args, read))
 	case "describe":
 		args, err := decode[DescribeArgs](raw)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -67,6 +68,32 @@ type Options struct {
 // LoginHeader names the user the authorize endpoint signs in (the test's
 // stand-in for a login page): requests to /authorize carry it.
 const LoginHeader = "X-Test-Login"
+
+// Browser is a user's browser for a connect flow: it keeps cookies and
+// follows redirects, is signed in as login at this server (LoginHeader),
+// and sends headers (a caller credential, a user header) to every other
+// host.
+func (s *Server) Browser(login string, headers map[string]string) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: browserTransport{as: s.URL, login: login, headers: headers}}
+}
+
+type browserTransport struct {
+	as, login string
+	headers   map[string]string
+}
+
+func (b browserTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if strings.HasPrefix(r.URL.String(), b.as) {
+		r.Header.Set(LoginHeader, b.login)
+	} else {
+		for k, v := range b.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
 
 // Server is a running authorization server.
 type Server struct {
