@@ -125,7 +125,10 @@ type handler struct {
 	g      *gateway.Gateway
 	logger *slog.Logger
 	opts   Options
-	sdk    http.Handler
+	// inflight are the forwarded requests in progress, which their
+	// callers may cancel (cancel.go).
+	inflight inflight
+	sdk      http.Handler
 	// sdkStream is the SDK's handler answering in event streams, for the
 	// instances of mcp_remote and mcp_local connectors.
 	sdkStream http.Handler
@@ -467,6 +470,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Info("mcp request refused", "code", "method_not_found", "agent", p.AgentID)
 		writeMethodNotFound(w, env, version)
 		return
+	}
+	if forwards(t.Connector) {
+		if id, ok := cancelledID(env); ok {
+			h.inflight.cancel(keyOf(p, t, id))
+		} else if env.hasMethod && env.id != nil {
+			var done func()
+			r, done = h.inflight.track(r, keyOf(p, t, env.id))
+			defer done()
+		}
 	}
 	if !h.opts.DisableFastPath && env.hasMethod && env.id != nil {
 		if h.serveFast(w, r, a, env, body) {

@@ -268,6 +268,8 @@ func (h *handler) remoteTools(next sdk.MethodHandler) sdk.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
+		ctx, release := cancellable(ctx)
+		defer release()
 		stateless := callerStateless(req)
 		ctx = mcprelay.WithCall(ctx, relayCall(ctx, req, stateless))
 		if fn := forwarded(req); fn != nil {

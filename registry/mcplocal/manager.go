@@ -349,7 +349,9 @@ func (m *Manager) failed(ctx, cctx context.Context, p *proc, l Launch, err error
 		return mcprelay.Refused(je, 0, l.Redactor, "the local MCP server")
 	}
 	if ctx.Err() != nil {
-		return ctx.Err() // the caller went away; the server is left alone
+		// The caller went away: the SDK's client sent the server
+		// notifications/cancelled; the server is left running.
+		return mcprelay.Cancelled(ctx)
 	}
 	reason := "its connection broke"
 	if cctx.Err() != nil {
