@@ -130,6 +130,11 @@ var errorCodes = map[string]CodeSpec{
 	// read; the error says the reason and the guide. (An address, connector
 	// or instance the agent has not got is unknown_connector.)
 	"guide_required": {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	// MCP Apps: a call from a view (its bridge tool, or a call its host
+	// marked with _meta["io.modelcontextprotocol/ui"]) whose action writes,
+	// or that is not one of its bridge's declared reads.
+	"app_write_refused":    {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
+	"app_tool_not_allowed": {Kind: ErrForbidden, Status: http.StatusForbidden, RPC: RPCRefused},
 	// consent_required: the acting user has not set their own values of
 	// the instance's user-scope fields; ConnectURL is where they do.
 	"consent_required":        {Kind: ErrUnauthorized, Status: http.StatusUnauthorized, RPC: RPCRefused},
@@ -254,15 +259,17 @@ var errorCodes = map[string]CodeSpec{
 	"connector_invalid":   {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"connector_integrity": {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 	"connector_lint":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"catalog_invalid":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"catalog_signature":   {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"catalog_unsigned":    {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"catalog_url":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"external_reference":  {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"invalid_openapi":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"invalid_mapping":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"invalid_config":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
-	"no_master_key":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	// connector_app_invalid: a bad MCP Apps view declaration (apps[i].field).
+	"connector_app_invalid": {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"catalog_invalid":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"catalog_signature":     {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"catalog_unsigned":      {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"catalog_url":           {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"external_reference":    {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_openapi":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_mapping":       {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"invalid_config":        {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
+	"no_master_key":         {Kind: ErrInvalid, Status: http.StatusBadRequest, RPC: RPCRefused},
 }
 
 // Spec returns the table's entry for code; ok is false for a code that is

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/switchboardhq/switchboard/chromiumtest"
 )
 
 // axeSource is axe-core (npm axe-core, version in testdata/axe/VERSION,
@@ -25,25 +26,6 @@ var axeSource string
 // widths are the viewport widths every page is checked and captured at:
 // a desktop and the narrowest phone the console supports.
 var widths = []int64{1280, 360}
-
-// chromiumPath finds Debian's chromium (or $CHROMIUM). Without one the
-// test skips, and fails under CI=true.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no chromium on PATH: .ci/run installs Debian's chromium package")
-	}
-	t.Skip("no chromium on PATH (apt-get install chromium); CI fails here instead")
-	return ""
-}
 
 // screenshotDir is where the pages' screenshots go:
 // $SWITCHBOARD_SCREENSHOTS (which .ci/run sets to a folder CI keeps), or
@@ -60,29 +42,11 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
-// browser starts one headless Chromium for the test binary's pages. It
-// reaches loopback only: every other host name resolves to nothing, no
-// proxy, no background networking.
+// browser starts one headless Chromium for the test binary's pages,
+// on loopback only (chromiumtest.Start).
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox, // containers run tests as root
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-domain-reliability", true),
-	)
-	// The whole browser session is bounded, so that a step waiting for
-	// something that never comes fails the test rather than hanging it.
-	bounded, cancelBound := context.WithTimeout(context.Background(), 3*time.Minute)
-	actx, cancelAlloc := chromedp.NewExecAllocator(bounded, opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc(); cancelBound() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("starting chromium: %v", err)
-	}
-	return ctx
+	return chromiumtest.Start(t, 3*time.Minute)
 }
 
 // cspReports collects what the page logs about its Content Security

@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboardhq/switchboard/gateway"
+	"github.com/switchboardhq/switchboard/registry"
 )
 
 // The fast path answers the two hot methods, tools/list and tools/call,
@@ -339,8 +340,11 @@ func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized
 		var membersBuf [8]member
 		members, _ := scanObject(membersBuf[:0], meta)
 		for _, m := range members {
-			if m.key == gateway.TargetUserArg {
+			switch m.key {
+			case gateway.TargetUserArg:
 				decodeString(m.raw, &target)
+			case registry.AppMetaKey:
+				return false // a view's call: the SDK path refuses it (apps.go)
 			}
 		}
 	}

@@ -153,6 +153,8 @@ type connServer struct {
 	statelessMeta []byte
 	// entities are the tools' entities, by tool name.
 	entities map[string]*registry.Entity
+	// bridges are the MCP Apps views' bridge tools, by name (apps.go).
+	bridges map[string]*registry.App
 	// listBytes is the size of the tools/list result,
 	// {"tools":[...]}: what the context budget is compared with.
 	listBytes int
@@ -460,7 +462,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if api := t.Spec(); api != nil && env.method == "tools/call" {
 		// The SDK answers an unknown tool (-32602); it is audited here.
 		if name, _ := toolName(env); name != "" {
-			if _, ok := api.Entity(name); !ok {
+			if _, ok := api.Entity(name); !ok && !bridgeOf(t.Connector, name) {
 				h.g.Refused(ctx, tenantSlug, instanceSlug, p, t, name,
 					switchboard.E(switchboard.ErrNotFound, "unknown_tool", "no such tool"))
 			}
@@ -755,11 +757,25 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		}
 		th := h.toolHandler(e)
 		tool := e.MCPTool()
+		for _, app := range conn.Apps {
+			if app.Tool == e.Name {
+				tool = appTool(tool, e, app)
+				break
+			}
+		}
 		s.AddTool(tool, th)
 		cs.entities[e.Name] = e
 		declared = append(declared, e)
 	}
 	cs.listBytes = registry.MCPToolsListSize(declared)
+	for _, app := range conn.Apps {
+		if cs.bridges == nil {
+			cs.bridges = map[string]*registry.App{}
+		}
+		s.AddTool(bridgeTool(app), h.bridgeHandler(app))
+		s.AddResource(appResource(app), appRead(app))
+		cs.bridges[app.Bridge.Name] = app
+	}
 	if src != nil {
 		s.AddTool(knowledgeTool(src), func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			// Reached only through the agent path: agents do not read.

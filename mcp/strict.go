@@ -44,7 +44,7 @@ type envelope struct {
 var (
 	envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 	paramsKeys   = []string{"name", "arguments", "cursor", "_meta", "uri", "protocolVersion", "capabilities", "clientInfo", "level", "ref", "argument", "task", "requestState", "inputResponses"}
-	metaKeys     = []string{"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel", "progressToken", "targetUserId"}
+	metaKeys     = []string{"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel", "progressToken", "targetUserId", "io.modelcontextprotocol/ui"}
 )
 
 // Limits of a request body, applied before the fast path or the SDK reads

@@ -29,12 +29,10 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 			// Unreachable behind the middleware: refuse rather than call.
 			return errorResult(switchboard.E(switchboard.ErrUnauthorized, "unauthorized", "the call is not authenticated")), nil
 		}
-		var log gateway.CallLog
-		if l, ok := req.Extra.TokenInfo.Extra[extraLogger].(*gateway.CallLog); ok && l != nil {
-			log = *l
-		} else {
-			log = gateway.NewCallLog(h.logger, nil, slog.String("tenant", p.TenantSlug), slog.String("instance", t.Instance.Slug), slog.String("mode", "mcp"))
+		if fromApp(req.Params.Meta) {
+			return h.refuseAppCall(ctx, req, e), nil
 		}
+		log := h.callLog(req, p, t)
 		target, _ := req.Params.Meta[gateway.TargetUserArg].(string)
 		if s, ok := req.Extra.TokenInfo.Extra[extraSurface].(*gateway.Surface); ok {
 			ctx = gateway.WithSurface(ctx, s)

@@ -418,6 +418,11 @@ func loadConnector(fsys fs.FS, e IndexEntry, compile Compiler, opts LoadOptions)
 		}
 		conn.Spec = api
 	}
+	apps, err := CompileApps(&m, files, conn.Spec)
+	if err != nil {
+		return nil, err
+	}
+	conn.Apps = apps
 	return conn, nil
 }
 

@@ -66,6 +66,8 @@ type Manifest struct {
 	// MCPConfig says how to reach the connector's MCP server (types
 	// mcp_remote and mcp_local).
 	MCPConfig *MCPConfig `json:"mcp_config,omitempty"`
+	// Apps are the connector's MCP Apps views (see apps.go).
+	Apps []AppDecl `json:"apps,omitempty"`
 }
 
 // Verify is a connector's verification: either a declarative Probe (type

@@ -76,7 +76,7 @@ var (
 // manifestKeys is the manifest's schema as allowed keys per object; "*"
 // marks a map whose keys are free, "[]" an array of objects.
 var manifestKeys = map[string][]string{
-	"$":                     {"id", "name", "version", "type", "scope", "requires", "tags", "user_description", "auth", "docs", "env", "icons", "openapi", "mapping", "base_url", "servers", "verify", "mcp_config"},
+	"$":                     {"id", "name", "version", "type", "scope", "requires", "tags", "user_description", "auth", "docs", "env", "icons", "openapi", "mapping", "base_url", "servers", "verify", "mcp_config", "apps"},
 	"$.servers":             {"*"},
 	"$.auth":                {"type", "modes", "delivery", "param", "format", "field", "token_field", "provider", "scopes", "deliver", "token_auth_method", "schemes"},
 	"$.auth.schemes":        {"[]"},
@@ -94,6 +94,10 @@ var manifestKeys = map[string][]string{
 	"$.mcp_config":          {"url", "headers", "command", "env"},
 	"$.mcp_config.headers":  {"*"},
 	"$.mcp_config.env":      {"*"},
+	"$.apps":                {"[]"},
+	"$.apps[]":              {"uri", "name", "description", "file", "mime_type", "tool", "bridge", "csp", "prefers_border"},
+	"$.apps[].bridge":       {"name", "tool", "actions"},
+	"$.apps[].csp":          {"connectDomains", "resourceDomains", "frameDomains", "baseUriDomains"},
 }
 
 // forbiddenKeys are keys (lower case, without "_" and "-") that would put a

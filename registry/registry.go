@@ -17,6 +17,9 @@ type Connector struct {
 	// Files holds the bytes of the package's verified files by path, for
 	// serving icons and docs.
 	Files map[string][]byte
+	// Apps are the connector's MCP Apps views, checked and compiled
+	// (CompileApps).
+	Apps []*App
 }
 
 // Spec is the entity -> action -> operation registry compiled from one
