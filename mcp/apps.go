@@ -29,9 +29,11 @@ import (
 // A call is from a view when it names a bridge tool, or when the host
 // that forwards it marks it with params._meta["io.modelcontextprotocol/ui"]
 // (registry.AppMetaKey; the server cannot see the iframe, so this is the
-// host's word). A marked call to any other tool is refused:
-// app_write_refused when its action writes, app_tool_not_allowed when it
-// only reads (a view reads through its bridge).
+// host's word). A marked call to an entity tool goes on only when its
+// action is a read one of the connector's views bridges; otherwise it is
+// refused: app_write_refused when its action writes, app_tool_not_allowed
+// when it reads something no bridge declares. The tenant endpoint's call
+// holds a marked call to the same rule (EntityCaller.CallFromView).
 
 // uiMeta is a tool's _meta.ui.
 func uiMeta(uri string, visibility ...string) sdk.Meta {
@@ -53,12 +55,20 @@ func appTool(tool *sdk.Tool, e *registry.Entity, app *registry.App) *sdk.Tool {
 	return tool
 }
 
+// toolBytes is the size of tool in a tools/list result, its comma
+// included: what the views add to the list is counted against the
+// tenant's context budget too.
+func toolBytes(tool *sdk.Tool) int {
+	b, _ := json.Marshal(tool)
+	return len(b) + 1
+}
+
 // bridgeTool is app's bridge: app-only, read-only, its action one of
 // the bridge's.
 func bridgeTool(app *registry.App) *sdk.Tool {
 	actions, _ := json.Marshal(app.Bridge.Actions)
 	schema := json.RawMessage(`{"type":"object","properties":{"action":{"type":"string","enum":` + string(actions) + `}},"required":["action"]}`)
-	return &sdk.Tool{
+	tool := &sdk.Tool{
 		Name:        app.Bridge.Name,
 		Title:       app.Name + " (view bridge)",
 		Description: "For the " + app.Name + " view only, not for the model: the read-only actions of " + app.Bridge.Tool + " the view may call, with that tool's arguments.",
@@ -66,6 +76,14 @@ func bridgeTool(app *registry.App) *sdk.Tool {
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		Meta:        uiMeta(app.URI, "app"),
 	}
+	if app.BridgeEntity.OutputSchema != nil {
+		// The entity's answers, whose structured content is always an
+		// object: declared as such, not as the entity's whole output
+		// schema, which the view does not need and which would count
+		// against the tenant's context budget a second time.
+		tool.OutputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	return tool
 }
 
 // appResource is app's entry in resources/list.
@@ -140,14 +158,32 @@ func fromApp(meta sdk.Meta) bool {
 	return ok
 }
 
-// refuseAppCall refuses a view's call to entity tool e (a marked call):
-// views read through their bridge.
-func (h *handler) refuseAppCall(ctx context.Context, req *sdk.CallToolRequest, e *registry.Entity) *sdk.CallToolResult {
-	p, t, _ := fromRequest(req)
-	err := appRefusal(e, actionOf(req.Params.Arguments), "")
-	h.callLog(req, p, t).Info("tool call refused", "code", switchboard.CodeOf(err), "tool", e.Name, "agent", p.AgentID)
+// refuseView refuses a call a host marked as a view's to entity tool e of
+// t, unless its action is a read one of the connector's views bridges
+// (then it returns nil and the call goes on).
+func (h *handler) refuseView(ctx context.Context, p *auth.Principal, t *gateway.Target, log gateway.CallLog, e *registry.Entity, args json.RawMessage) *sdk.CallToolResult {
+	action := actionOf(args)
+	if bridged(t.Connector, e, action) {
+		return nil
+	}
+	err := appRefusal(e, action, "")
+	log.Info("tool call refused", "code", switchboard.CodeOf(err), "tool", e.Name, "agent", p.AgentID)
 	h.g.Refused(ctx, p.TenantSlug, t.Instance.Slug, p, t, e.Name, err)
 	return errorResult(err)
+}
+
+// bridged reports whether action of e is a read that a view of conn
+// bridges.
+func bridged(conn *registry.Connector, e *registry.Entity, action string) bool {
+	for _, app := range conn.Apps {
+		if app.BridgeEntity.Name != e.Name {
+			continue
+		}
+		if a, ok := app.BridgeActions[action]; ok && registry.ReadOnlyOp(a.Op) {
+			return true
+		}
+	}
+	return false
 }
 
 // appRefusal is why a view may not call action of e: app_write_refused
@@ -166,7 +202,7 @@ func appRefusal(e *registry.Entity, action, bridge string) error {
 			"%s does not bridge %s action %q: its actions are the view's declared reads", bridge, e.Name, action)
 	}
 	return switchboard.E(switchboard.ErrForbidden, "app_tool_not_allowed",
-		"a view may not call %s (its visibility does not include app): views read through their bridge tool", e.Name)
+		"a view may not call %s action %q: views read only what their bridge tool declares", e.Name, action)
 }
 
 // actionOf is the "action" argument of raw arguments, "" when absent.

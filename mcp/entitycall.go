@@ -37,6 +37,41 @@ func (c *EntityCaller) Call(ctx context.Context, e *registry.Entity, p *auth.Pri
 	return c.h.callTool(ctx, e, p, t, log, args, metaTarget)
 }
 
+// CallFromView is Call for a call a host marked as an MCP Apps view's
+// (params._meta["io.modelcontextprotocol/ui"], registry.AppMetaKey): it
+// goes on only when its action is a read one of the connector's views
+// bridges, and is otherwise refused (app_write_refused,
+// app_tool_not_allowed) and audited.
+func (c *EntityCaller) CallFromView(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, args json.RawMessage, metaTarget string) *sdk.CallToolResult {
+	if res := c.h.refuseView(ctx, p, t, log, e, args); res != nil {
+		return res
+	}
+	return c.h.callTool(ctx, e, p, t, log, args, metaTarget)
+}
+
+// Views are the MCP Apps views of conn as resources/list lists them and
+// resources/read answers them, for endpoints that serve them by another
+// route (the tenant catalog).
+func Views(conn *registry.Connector) []View {
+	out := make([]View, 0, len(conn.Apps))
+	for _, app := range conn.Apps {
+		out = append(out, View{Resource: appResource(app), read: app})
+	}
+	return out
+}
+
+// View is one MCP Apps view of a connector.
+type View struct {
+	Resource *sdk.Resource
+	read     *registry.App
+}
+
+// Read is the view's resources/read answer.
+func (v View) Read() *sdk.ReadResourceResult {
+	res, _ := appRead(v.read)(context.Background(), nil)
+	return res
+}
+
 // OriginCheck returns the instance endpoint's DNS-rebinding guard under
 // opts (DisableLocalhostProtection, AllowedOrigins, PublicURL): the
 // refusal's message for a request, or "".

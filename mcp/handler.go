@@ -772,7 +772,9 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 		if cs.bridges == nil {
 			cs.bridges = map[string]*registry.App{}
 		}
-		s.AddTool(bridgeTool(app), h.bridgeHandler(app))
+		bt := bridgeTool(app)
+		s.AddTool(bt, h.bridgeHandler(app))
+		cs.listBytes += toolBytes(bt) + toolBytes(&sdk.Tool{Meta: uiMeta(app.URI, "model")}) - toolBytes(&sdk.Tool{})
 		s.AddResource(appResource(app), appRead(app))
 		cs.bridges[app.Bridge.Name] = app
 	}

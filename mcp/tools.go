@@ -29,10 +29,12 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 			// Unreachable behind the middleware: refuse rather than call.
 			return errorResult(switchboard.E(switchboard.ErrUnauthorized, "unauthorized", "the call is not authenticated")), nil
 		}
-		if fromApp(req.Params.Meta) {
-			return h.refuseAppCall(ctx, req, e), nil
-		}
 		log := h.callLog(req, p, t)
+		if fromApp(req.Params.Meta) {
+			if res := h.refuseView(ctx, p, t, log, e, req.Params.Arguments); res != nil {
+				return res, nil
+			}
+		}
 		target, _ := req.Params.Meta[gateway.TargetUserArg].(string)
 		if s, ok := req.Extra.TokenInfo.Extra[extraSurface].(*gateway.Surface); ok {
 			ctx = gateway.WithSurface(ctx, s)

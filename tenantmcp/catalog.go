@@ -399,6 +399,9 @@ type Description struct {
 	Required    []string        `json:"required"`
 	OutputKeys  []string        `json:"outputKeys,omitempty"`
 	Guide       *GuideSummary   `json:"guide,omitempty"`
+	// View is the ui:// resource of the MCP Apps view declared on the
+	// address's tool (resources/read of this endpoint answers it).
+	View string `json:"view,omitempty"`
 }
 
 // GuideSummary is a connector guide as describe mentions it.
@@ -437,6 +440,12 @@ func (s *Server) describe(cat *catalog, args DescribeArgs) (*Description, error)
 	}
 	if g := parseGuide(t.Connector); g != nil {
 		d.Guide = &GuideSummary{Connector: "connector:" + t.Connector.Manifest.ID, Summary: g.Summary, Required: g.Required}
+	}
+	for _, app := range t.Connector.Apps {
+		if app.Tool == e.Name {
+			d.View = app.URI
+			break
+		}
 	}
 	return d, nil
 }

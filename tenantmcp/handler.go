@@ -36,6 +36,7 @@ import (
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
 	"github.com/switchboardhq/switchboard/mcp"
+	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/secrets"
 	"github.com/switchboardhq/switchboard/tenants"
 )
@@ -113,9 +114,12 @@ func New(g *gateway.Gateway, opts Options) *Server {
 	return s
 }
 
-// newSDKServer is an MCP server of the four tools named impl.
+// newSDKServer is an MCP server of the four tools named impl, and of
+// the MCP Apps views of its catalog's connectors (views).
 func (s *Server) newSDKServer(impl *sdk.Implementation, about string) *sdk.Server {
-	srv := sdk.NewServer(impl, &sdk.ServerOptions{Instructions: about, Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
+	srv := sdk.NewServer(impl, &sdk.ServerOptions{Instructions: about,
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{}}})
+	srv.AddReceivingMiddleware(s.views)
 	for _, t := range Tools() {
 		srv.AddTool(t, s.handlerOf(t.Name))
 	}
@@ -199,6 +203,50 @@ func verifyFromContext(ctx context.Context, _ string, _ *http.Request) (*sdkauth
 		return nil, sdkauth.ErrInvalidToken
 	}
 	return &sdkauth.TokenInfo{UserID: string(st.principal.Caller.ID), Extra: map[string]any{"switchboard.tenant": st}}, nil
+}
+
+// views answers resources/list and resources/read with the MCP Apps
+// views of the connectors of the agent's instances (mcp.Views): one
+// entry per view, however many instances share its connector.
+func (s *Server) views(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method != "resources/list" && method != "resources/read" {
+			return next(ctx, method, req)
+		}
+		extra := req.GetExtra()
+		if extra == nil || extra.TokenInfo == nil {
+			return next(ctx, method, req)
+		}
+		st, ok := extra.TokenInfo.Extra["switchboard.tenant"].(*requestState)
+		if !ok || st == nil || st.principal == nil {
+			return next(ctx, method, req)
+		}
+		st.mu.Lock()
+		cat, err := s.catalogOf(ctx, st)
+		st.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		byURI := map[string]mcp.View{}
+		list := &sdk.ListResourcesResult{Resources: []*sdk.Resource{}}
+		for _, t := range cat.targets {
+			for _, v := range mcp.Views(t.Connector) {
+				if _, seen := byURI[v.Resource.URI]; !seen {
+					byURI[v.Resource.URI] = v
+					list.Resources = append(list.Resources, v.Resource)
+				}
+			}
+		}
+		switch p := req.GetParams().(type) {
+		case *sdk.ListResourcesParams:
+			return list, nil
+		case *sdk.ReadResourceParams:
+			if v, ok := byURI[p.URI]; ok {
+				return v.Read(), nil
+			}
+		}
+		return next(ctx, method, req) // the SDK's "Resource not found"
+	}
 }
 
 // stateOf is the request state of a tool call.
@@ -424,7 +472,14 @@ func (s *Server) call(ctx context.Context, st *requestState, cat *catalog, args 
 	}
 	metaTarget, _ := req.Params.Meta[gateway.TargetUserArg].(string)
 	log := st.log.With(slog.String("instance", t.Instance.Slug))
-	res := s.calls.Call(ctx, e, st.principal, t, log, body, metaTarget)
+	var res *sdk.CallToolResult
+	if _, fromView := req.Params.Meta[registry.AppMetaKey]; fromView {
+		// A call a host forwards from an MCP Apps view: only the reads
+		// the connector's views bridge.
+		res = s.calls.CallFromView(ctx, e, st.principal, t, log, body, metaTarget)
+	} else {
+		res = s.calls.Call(ctx, e, st.principal, t, log, body, metaTarget)
+	}
 	if res.IsError {
 		addRetryable(res)
 	}
