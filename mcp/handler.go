@@ -518,6 +518,9 @@ func (h *handler) serveSDK(w http.ResponseWriter, r *http.Request, body []byte) 
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	if a, ok := r.Context().Value(authorizedKey{}).(*authorized); ok && forwards(a.target.Connector) {
+		if retryVersion(r.Header.Get(headerVersion)) {
+			w = &retryWriter{ResponseWriter: w}
+		}
 		h.sdkStream.ServeHTTP(w, r)
 		return
 	}
