@@ -15,6 +15,7 @@ import (
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/registry"
 	"github.com/switchboardhq/switchboard/registry/mcplocal"
+	"github.com/switchboardhq/switchboard/registry/mcprelay"
 	"github.com/switchboardhq/switchboard/registry/mcpremote"
 	"github.com/switchboardhq/switchboard/secrets"
 )
@@ -26,22 +27,33 @@ import (
 var errNotRemote = switchboard.E(switchboard.ErrInvalid, "invalid_request", "the app instance does not proxy a hosted MCP server")
 
 // RemoteTools returns the tools of an mcp_remote instance's hosted server
-// for p, after validateAgent; the list is cached per instance.
+// (or an mcp_local instance's server) for p, after validateAgent; the
+// list is cached per instance.
 func (g *Gateway) RemoteTools(ctx context.Context, t *Target, p *auth.Principal) ([]*sdk.Tool, error) {
+	l, err := g.RemoteToolList(ctx, t, p)
+	if err != nil {
+		return nil, err
+	}
+	return l.Tools, nil
+}
+
+// RemoteToolList is RemoteTools with what is worked out from the tools
+// once per listing (mcprelay.ToolList: the x-mcp-header bindings).
+func (g *Gateway) RemoteToolList(ctx context.Context, t *Target, p *auth.Principal) (*mcprelay.ToolList, error) {
 	if mcplocal.Is(t.Connector) {
 		l, err := g.localLaunch(ctx, t, p)
 		if err != nil {
 			return nil, err
 		}
-		return g.local.Tools(ctx, l)
+		return g.local.ToolList(ctx, l)
 	}
 	u, err := g.remoteUpstream(ctx, t, p)
 	if err != nil {
 		return nil, err
 	}
-	tools, err := t.remoteConn().Tools(ctx, u)
+	list, err := t.remoteConn().ToolList(ctx, u)
 	g.logRefusal(t, err)
-	return tools, err
+	return list, err
 }
 
 // CallRemote forwards a tools/call to an mcp_remote instance's hosted

@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/switchboardhq/switchboard/auth"
 	"github.com/switchboardhq/switchboard/gateway"
+	"github.com/switchboardhq/switchboard/registry/mcprelay"
 )
 
 // Mcp-Param-* headers of forwarded tools (SEP-2243). A tool of the proxied
@@ -25,47 +24,9 @@ import (
 // proxied server's tool list, before forwarding, as the server would
 // directly. The SDK's validator is unexported, hence this one; it follows
 // the SDK's rules (the SDK's client, which Switchboard forwards with,
-// writes the headers by the same rules).
-
-// paramBinding is one argument, by its property path, mirrored into the
-// header Mcp-Param-{header}.
-type paramBinding struct {
-	path   []string
-	header string
-}
-
-// headerProperty is what of an input schema's property the bindings need;
-// the property's type is not read (a type list is as good as a type).
-type headerProperty struct {
-	XMCPHeader json.RawMessage           `json:"x-mcp-header"`
-	Properties map[string]headerProperty `json:"properties"`
-}
-
-// paramBindings returns the x-mcp-header bindings of a tool's input
-// schema, at any depth of properties.
-func paramBindings(tool *sdk.Tool) []paramBinding {
-	b, err := json.Marshal(tool.InputSchema)
-	if err != nil || !strings.Contains(string(b), "x-mcp-header") {
-		return nil
-	}
-	var root headerProperty
-	if json.Unmarshal(b, &root) != nil {
-		return nil
-	}
-	return collectBindings(root.Properties, nil, nil)
-}
-
-func collectBindings(props map[string]headerProperty, prefix []string, out []paramBinding) []paramBinding {
-	for name, p := range props {
-		path := append(append([]string(nil), prefix...), name)
-		var header string
-		if json.Unmarshal(p.XMCPHeader, &header) == nil && header != "" {
-			out = append(out, paramBinding{path: path, header: header})
-		}
-		out = collectBindings(p.Properties, path, out)
-	}
-	return out
-}
+// writes the headers by the same rules). The bindings of each tool are
+// read from its input schema once, when the instance lists the proxied
+// server's tools (mcprelay.ToolList), not per call.
 
 // checkForwardedParamHeaders returns why a 2026-07-28 tools/call to a
 // tool of the server an instance proxies must be refused for its
@@ -83,28 +44,23 @@ func (h *handler) checkForwardedParamHeaders(ctx context.Context, r *http.Reques
 	if json.Unmarshal(env.params, &params) != nil || params.Name == "" {
 		return ""
 	}
-	tools, err := h.g.RemoteTools(ctx, t, p)
+	list, err := h.g.RemoteToolList(ctx, t, p)
 	if err != nil {
 		return ""
 	}
-	for _, tool := range tools {
-		if tool != nil && tool.Name == params.Name {
-			return checkParamBindings(r.Header, params.Arguments, paramBindings(tool))
-		}
-	}
-	return ""
+	return checkParamBindings(r.Header, params.Arguments, list.Bindings(params.Name))
 }
 
 // checkParamBindings checks each binding's header against its argument:
 // present exactly when the argument is (and not null), a =?base64?…?=
 // value valid Base64, the decoded value equal to the argument (a string,
 // a boolean, or an integer within ±(2^53-1)).
-func checkParamBindings(hdr http.Header, args map[string]json.RawMessage, bindings []paramBinding) string {
+func checkParamBindings(hdr http.Header, args map[string]json.RawMessage, bindings []mcprelay.ParamBinding) string {
 	for _, b := range bindings {
-		name := "Mcp-Param-" + b.header
+		name := "Mcp-Param-" + b.Header
 		values := hdr.Values(name)
-		raw, ok := argumentAt(args, b.path)
-		param := strings.Join(b.path, ".")
+		raw, ok := argumentAt(args, b.Path)
+		param := strings.Join(b.Path, ".")
 		if !ok || string(raw) == "null" {
 			if len(values) > 0 {
 				return "header mismatch: unexpected " + name + " header for absent or null parameter \"" + param + "\""

@@ -101,7 +101,7 @@ type proc struct {
 	err     error
 	process Process
 	session *sdk.ClientSession
-	tools   []*sdk.Tool
+	tools   *mcprelay.ToolList
 	// relay takes the server's notifications to the callers of the
 	// requests in flight.
 	relay mcprelay.Table
@@ -287,6 +287,16 @@ var errCapacity = switchboard.E(switchboard.ErrUnavailable, "local_capacity",
 
 // Tools returns the server's tools, listed once per process.
 func (m *Manager) Tools(ctx context.Context, l Launch) ([]*sdk.Tool, error) {
+	list, err := m.ToolList(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return list.Tools, nil
+}
+
+// ToolList is Tools with what is worked out from them once per listing
+// (mcprelay.ToolList).
+func (m *Manager) ToolList(ctx context.Context, l Launch) (*mcprelay.ToolList, error) {
 	p, err := m.acquire(ctx, l)
 	if err != nil {
 		return nil, err
@@ -310,13 +320,11 @@ func (m *Manager) Tools(ctx context.Context, l Launch) ([]*sdk.Tool, error) {
 		}
 		tools = append(tools, tool)
 	}
-	if tools == nil {
-		tools = []*sdk.Tool{}
-	}
+	list := mcprelay.NewToolList(tools)
 	m.mu.Lock()
-	p.tools = tools
+	p.tools = list
 	m.mu.Unlock()
-	return tools, nil
+	return list, nil
 }
 
 // Call calls a tool of the server and returns its result as the server

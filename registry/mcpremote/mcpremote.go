@@ -53,7 +53,7 @@ type Conn struct {
 	mu      sync.Mutex
 	closed  bool
 	session *sdk.ClientSession
-	tools   []*sdk.Tool
+	tools   *mcprelay.ToolList
 	toolsAt time.Time
 	// redactor scrubs the instance's secret values from remote error
 	// messages.
@@ -110,11 +110,21 @@ func (c *Conn) dropTools() {
 // Tools returns the hosted server's tools; the list is cached for
 // ToolsTTL. A failure is a secret-free *registry.UpstreamError.
 func (c *Conn) Tools(ctx context.Context, u Upstream) ([]*sdk.Tool, error) {
+	l, err := c.ToolList(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return l.Tools, nil
+}
+
+// ToolList is Tools with what is worked out from them once per listing
+// (mcprelay.ToolList).
+func (c *Conn) ToolList(ctx context.Context, u Upstream) (*mcprelay.ToolList, error) {
 	c.mu.Lock()
 	if c.tools != nil && time.Since(c.toolsAt) < ToolsTTL {
-		tools := c.tools
+		l := c.tools
 		c.mu.Unlock()
-		return tools, nil
+		return l, nil
 	}
 	c.mu.Unlock()
 	var tools []*sdk.Tool
@@ -134,15 +144,13 @@ func (c *Conn) Tools(ctx context.Context, u Upstream) ([]*sdk.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tools == nil {
-		tools = []*sdk.Tool{}
-	}
+	l := mcprelay.NewToolList(tools)
 	c.mu.Lock()
 	if !c.closed {
-		c.tools, c.toolsAt = tools, time.Now()
+		c.tools, c.toolsAt = l, time.Now()
 	}
 	c.mu.Unlock()
-	return tools, nil
+	return l, nil
 }
 
 // Call forwards a tools/call to the hosted server and returns its result
