@@ -478,60 +478,8 @@ func (s *Store) Page(ctx context.Context, tenant switchboard.TenantID, q Query) 
 		}
 		cur = &c
 	}
-	var (
-		where = []string{"tenant_id = $1"}
-		args  = []any{string(tenant)}
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	for _, f := range []struct{ col, v string }{{"instance", q.Instance}, {"agent_id", q.Agent}} {
-		if f.v != "" {
-			where = append(where, f.col+" = "+arg(f.v))
-		}
-	}
-	if q.User != "" {
-		p := arg(q.User)
-		where = append(where, "(actor = "+p+" OR subject = "+p+")")
-	}
-	switch q.Outcome {
-	case "":
-	case OutcomeFailed:
-		where = append(where, "outcome <> 'ok'")
-	default:
-		where = append(where, "outcome = "+arg(q.Outcome))
-	}
-	switch q.Kind {
-	case KindCalls:
-		where = append(where, "NOT "+changeRow)
-	case KindChanges:
-		where = append(where, changeRow)
-	}
-	if !q.From.IsZero() {
-		where = append(where, "at >= "+arg(q.From.UTC()))
-	}
-	if !q.Before.IsZero() && (q.To.IsZero() || q.Before.Before(q.To)) {
-		q.To = q.Before
-	}
-	if !q.To.IsZero() {
-		where = append(where, "at < "+arg(q.To.UTC()))
-	}
-	// Rows are ordered by (at, id), newest first; a cursor continues from
-	// its row in either direction. The row-value comparison is what both
-	// stores match to the (tenant_id[, instance], at, id) indexes.
-	order := "at DESC, id DESC"
-	if cur != nil {
-		op := "<"
-		if cur.newer {
-			op, order = ">", "at ASC, id ASC"
-		}
-		where = append(where, "(at, id) "+op+" ("+arg(cur.at)+", "+arg(cur.id)+")")
-	}
-	// One row more than the page says whether there is a page beyond.
-	rows, err := s.db.QueryContext(ctx, `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
-		tool, action, outcome, status, latency_us FROM audit_log
-		WHERE `+strings.Join(where, " AND ")+` ORDER BY `+order+` LIMIT `+arg(q.Limit+1), args...)
+	query, args := pageQuery(tenant, q, cur)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return Page{Entries: []Entry{}}, fmt.Errorf("listing audit rows: %w", err)
 	}
@@ -582,4 +530,64 @@ func (s *Store) Page(ctx context.Context, tenant switchboard.TenantID, q Query) 
 		}
 	}
 	return p, nil
+}
+
+// pageQuery is the SQL of one page of tenant's rows for q, continuing from
+// cur when it is not nil, and its arguments. The page holds one row more
+// than q.Limit: it says whether there is a page beyond.
+func pageQuery(tenant switchboard.TenantID, q Query, cur *cursor) (string, []any) {
+	var (
+		where = []string{"tenant_id = $1"}
+		args  = []any{string(tenant)}
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	for _, f := range []struct{ col, v string }{{"instance", q.Instance}, {"agent_id", q.Agent}} {
+		if f.v != "" {
+			where = append(where, f.col+" = "+arg(f.v))
+		}
+	}
+	if q.User != "" {
+		p := arg(q.User)
+		where = append(where, "(actor = "+p+" OR subject = "+p+")")
+	}
+	switch q.Outcome {
+	case "":
+	case OutcomeFailed:
+		where = append(where, "outcome <> 'ok'")
+	default:
+		where = append(where, "outcome = "+arg(q.Outcome))
+	}
+	switch q.Kind {
+	case KindCalls:
+		where = append(where, "NOT "+changeRow)
+	case KindChanges:
+		where = append(where, changeRow)
+	}
+	if !q.From.IsZero() {
+		where = append(where, "at >= "+arg(q.From.UTC()))
+	}
+	if !q.Before.IsZero() && (q.To.IsZero() || q.Before.Before(q.To)) {
+		q.To = q.Before
+	}
+	if !q.To.IsZero() {
+		where = append(where, "at < "+arg(q.To.UTC()))
+	}
+	// Rows are ordered by (at, id), newest first; a cursor continues from
+	// its row in either direction. The row-value comparison is what both
+	// stores match to the (tenant_id[, instance], at, id) indexes.
+	order := "at DESC, id DESC"
+	if cur != nil {
+		op := "<"
+		if cur.newer {
+			op, order = ">", "at ASC, id ASC"
+		}
+		where = append(where, "(at, id) "+op+" ("+arg(cur.at)+", "+arg(cur.id)+")")
+	}
+	limit := arg(q.Limit + 1)
+	return `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
+		tool, action, outcome, status, latency_us FROM audit_log
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY ` + order + ` LIMIT ` + limit, args
 }
