@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -64,6 +65,14 @@ func withSeq(payload []byte, seq int64) string {
 // ChangeListener delivers the changes of one channel, logged by
 // LogChangeTx, to a replica: each notification as it comes, and, after a
 // reconnection, the changes logged while it was away.
+//
+// A change is delivered once: the replay after a connection skips the
+// changes already heard, and, on the first connection, those the mark saw
+// committed (what a replica caches after Mark already reflects them).
+// Delivering them again would be harmless for correctness but not for
+// availability: it drops cache entries for nothing, and a listener that
+// connects late (a loaded machine) would empty warm caches just before
+// they are needed, such as when the store goes away.
 type ChangeListener struct {
 	db      *DB
 	channel string
@@ -71,6 +80,11 @@ type ChangeListener struct {
 	// one (Mark, or a first connection).
 	last  atomic.Int64
 	known atomic.Bool
+	// seen holds the sequences of this channel's changes heard (or seen
+	// by Mark) within the replay window below last, so that a replay
+	// skips them; older ones are dropped as last rises.
+	mu   sync.Mutex
+	seen map[int64]struct{}
 }
 
 // NewChangeListener returns the listener of channel's changes.
@@ -90,7 +104,32 @@ func (l *ChangeListener) Mark(ctx context.Context) error {
 	if err := l.db.QueryRowContext(ctx, `SELECT COALESCE(max(seq), 0) FROM change_log`).Scan(&last); err != nil {
 		return fmt.Errorf("reading the change log: %w", err)
 	}
+	// The changes of the window that have committed are reflected in
+	// whatever is cached from now on: the replay skips them. Those still
+	// uncommitted (a lower sequence taken before a higher one committed)
+	// are not listed, and are replayed.
+	rows, err := l.db.QueryContext(ctx, `SELECT seq FROM change_log WHERE channel = $1 AND seq > $2`,
+		l.channel, last-replayMargin)
+	if err != nil {
+		return fmt.Errorf("reading the change log: %w", err)
+	}
+	var committed []int64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading the change log: %w", err)
+		}
+		committed = append(committed, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading the change log: %w", err)
+	}
 	l.raise(last)
+	for _, seq := range committed {
+		l.heard(seq)
+	}
 	l.known.Store(true)
 	return nil
 }
@@ -117,8 +156,9 @@ func (l *ChangeListener) Listen(ctx context.Context, deliver func(payload string
 			}
 			return
 		}
-		l.raise(head.Seq)
-		deliver(payload)
+		if l.heard(head.Seq) { // else the replay delivered it
+			deliver(payload)
+		}
 	}, func() { l.resync(deliver, all, onError) }, onError)
 }
 
@@ -175,12 +215,42 @@ func (l *ChangeListener) resync(deliver func(string), all func(), onError func(e
 		return
 	}
 	for _, c := range missed {
-		l.raise(c.seq)
-		deliver(withSeq(c.payload, c.seq))
+		if l.heard(c.seq) {
+			deliver(withSeq(c.payload, c.seq))
+		}
 	}
 }
 
-// raise records seq as heard, if it is the highest yet.
+// heard records seq as heard and reports whether it was new (not heard,
+// nor seen by Mark, before).
+func (l *ChangeListener) heard(seq int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[seq]; ok {
+		return false
+	}
+	l.raise(seq)
+	floor := l.last.Load() - replayMargin
+	if seq <= floor {
+		// Below the window: a later replay cannot list it again.
+		return true
+	}
+	if l.seen == nil {
+		l.seen = map[int64]struct{}{}
+	}
+	l.seen[seq] = struct{}{}
+	if len(l.seen) > replayMargin {
+		// At most replayMargin sequences lie in the window.
+		for s := range l.seen {
+			if s <= floor {
+				delete(l.seen, s)
+			}
+		}
+	}
+	return true
+}
+
+// raise records seq as the last heard, if it is the highest yet.
 func (l *ChangeListener) raise(seq int64) {
 	for {
 		cur := l.last.Load()
