@@ -35,8 +35,8 @@ func Path(t testing.TB) string {
 
 // Start starts one headless Chromium for the test and returns its
 // context. It reaches loopback only: every other host name resolves to
-// nothing, no proxy, no background networking (chromedp's default
-// options: headless, no GPU, no background networking, no first run).
+// nothing, no proxy, no GPU, no background networking (chromedp's
+// default options: headless, no background networking, no first run).
 // The whole session is bounded by limit, so that a step waiting for
 // something that never comes fails the test rather than hanging it.
 func Start(t testing.TB, limit time.Duration) context.Context {
@@ -44,6 +44,7 @@ func Start(t testing.TB, limit time.Duration) context.Context {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(Path(t)),
 		chromedp.NoSandbox, // containers run tests as root
+		chromedp.DisableGPU,
 		chromedp.Flag("no-proxy-server", true),
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
 		chromedp.Flag("disable-component-update", true),

@@ -120,27 +120,13 @@ func CompileApps(m *Manifest, files map[string][]byte, api *Spec) ([]*App, error
 	seen := map[string]bool{}
 	bridges := map[string]bool{}
 	for i, d := range m.Apps {
-		u, err := url.Parse(d.URI)
-		switch {
-		case err != nil || u.Scheme != AppURIScheme:
-			return nil, appError(id, i, "uri", "%q must be ui://%s/<name>", d.URI, id)
-		case u.Host != id:
-			return nil, appError(id, i, "uri", "%q must name its connector: ui://%s/<name>", d.URI, id)
-		case u.Path == "" || u.Path == "/" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(u.Path, "//"):
-			return nil, appError(id, i, "uri", "%q must be ui://%s/<name>", d.URI, id)
-		case seen[d.URI]:
+		if field, msg := checkAppDecl(id, d); field != "" {
+			return nil, appError(id, i, field, "%s", msg)
+		}
+		if seen[d.URI] {
 			return nil, appError(id, i, "uri", "%q is declared twice", d.URI)
 		}
 		seen[d.URI] = true
-		if d.Name == "" {
-			return nil, appError(id, i, "name", "a view needs a name")
-		}
-		if d.MIMEType != AppMIMEType {
-			return nil, appError(id, i, "mime_type", "%q must be %q", d.MIMEType, AppMIMEType)
-		}
-		if !cleanRelPath(d.File) {
-			return nil, appError(id, i, "file", "%q is not a clean relative path", d.File)
-		}
 		raw, ok := files[d.File]
 		if !ok {
 			return nil, appError(id, i, "file", "%q is not a file of the package", d.File)
@@ -152,16 +138,11 @@ func CompileApps(m *Manifest, files map[string][]byte, api *Spec) ([]*App, error
 		if !ok {
 			return nil, appError(id, i, "file", "%q is not an HTML document with <!doctype html> and a <head> element", d.File)
 		}
-		e, ok := api.Entity(d.Tool)
-		if !ok {
+		if _, ok := api.Entity(d.Tool); !ok {
 			return nil, appError(id, i, "tool", "%q is not a tool of the connector", d.Tool)
 		}
-		_ = e
 		b := d.Bridge
-		switch {
-		case !validToolName(b.Name):
-			return nil, appError(id, i, "bridge.name", "%q is not a valid tool name", b.Name)
-		case bridges[b.Name]:
+		if bridges[b.Name] {
 			return nil, appError(id, i, "bridge.name", "%q is another view's bridge", b.Name)
 		}
 		if _, clash := api.Entity(b.Name); clash {
@@ -186,24 +167,47 @@ func CompileApps(m *Manifest, files map[string][]byte, api *Spec) ([]*App, error
 			}
 			actions[name] = a
 		}
-		for _, f := range []struct {
-			field   string
-			sources []string
-		}{
-			{"csp.connectDomains", d.CSP.ConnectDomains}, {"csp.resourceDomains", d.CSP.ResourceDomains},
-			{"csp.frameDomains", d.CSP.FrameDomains}, {"csp.baseUriDomains", d.CSP.BaseURIDomains},
-		} {
-			for j, s := range f.sources {
-				if err := checkOrigin(s); err != "" {
-					return nil, appError(id, i, fmt.Sprintf("%s[%d]", f.field, j), "%q %s", s, err)
-				}
-			}
-		}
 		policy := d.CSP.Policy()
 		html := string(raw[:head]) + `<meta http-equiv="Content-Security-Policy" content="` + policy + `">` + string(raw[head:])
 		out = append(out, &App{AppDecl: d, Policy: policy, HTML: html, BridgeEntity: be, BridgeActions: actions})
 	}
 	return out, nil
+}
+
+// checkAppDecl is what can be checked of view d of connector id without
+// its package's files and registry: the URI, name, media type, file path,
+// bridge name and CSP sources. It returns the failing field (relative to
+// the view) and why, or "".
+func checkAppDecl(id string, d AppDecl) (field, msg string) {
+	u, err := url.Parse(d.URI)
+	switch {
+	case err != nil || u.Scheme != AppURIScheme || u.Path == "" || u.Path == "/" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(u.Path, "//"):
+		return "uri", fmt.Sprintf("%q must be ui://%s/<name>", d.URI, id)
+	case u.Host != id:
+		return "uri", fmt.Sprintf("%q must name its connector: ui://%s/<name>", d.URI, id)
+	case d.Name == "":
+		return "name", "a view needs a name"
+	case d.MIMEType != AppMIMEType:
+		return "mime_type", fmt.Sprintf("%q must be %q", d.MIMEType, AppMIMEType)
+	case !cleanRelPath(d.File):
+		return "file", fmt.Sprintf("%q is not a clean relative path", d.File)
+	case !validToolName(d.Bridge.Name):
+		return "bridge.name", fmt.Sprintf("%q is not a valid tool name", d.Bridge.Name)
+	}
+	for _, f := range []struct {
+		field   string
+		sources []string
+	}{
+		{"csp.connectDomains", d.CSP.ConnectDomains}, {"csp.resourceDomains", d.CSP.ResourceDomains},
+		{"csp.frameDomains", d.CSP.FrameDomains}, {"csp.baseUriDomains", d.CSP.BaseURIDomains},
+	} {
+		for j, src := range f.sources {
+			if why := checkOrigin(src); why != "" {
+				return fmt.Sprintf("%s[%d]", f.field, j), fmt.Sprintf("%q %s", src, why)
+			}
+		}
+	}
+	return "", ""
 }
 
 // validToolName reports whether s is a tool name as entities have them.

@@ -114,3 +114,42 @@ func TestCompileAppsRefusesBadDeclarations(t *testing.T) {
 		})
 	}
 }
+
+// TestLintApps: connector lint reports what it can tell of a view from
+// the manifest and the file list, at the field's JSON path.
+func TestLintApps(t *testing.T) {
+	t.Parallel()
+	manifest := func(app string) []byte {
+		return []byte(`{"id": "things", "name": "Things", "version": "1.0.0", "type": "openapi", "scope": "global",
+		  "user_description": "Things.", "docs": {"llm_short_description": "Things."},
+		  "auth": {"type": "none", "modes": []}, "openapi": "openapi.json", "apps": [` + app + `]}`)
+	}
+	files := []string{"connector.json", "openapi.json", "view.html"}
+	errs := func(app string, files []string) []registry.Finding {
+		var out []registry.Finding
+		for _, f := range registry.LintManifest(manifest(app), "things", files) {
+			if f.Severity == registry.SeverityError {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	if got := errs(thingsApp(), files); len(got) != 0 {
+		t.Fatalf("a good view has lint errors: %v", got)
+	}
+	for _, tc := range []struct {
+		name, app  string
+		files      []string
+		rule, path string
+	}{
+		{"csp source", thingsApp(`"https://api.things.example"`, `"http://127.0.0.1:9"`), files, "app-invalid", "$.apps[0].csp.connectDomains[0]"},
+		{"uri", thingsApp(`"ui://things/table"`, `"ui://other/table"`), files, "app-invalid", "$.apps[0].uri"},
+		{"unknown member", thingsApp(`"file":`, `"html":`), files, "unknown-field", "$.apps[].html"},
+		{"file not in the package", thingsApp(), files[:2], "file-missing", "$.apps[0].file"},
+	} {
+		got := errs(tc.app, tc.files)
+		if len(got) == 0 || got[0].Rule != tc.rule || got[0].Path != tc.path {
+			t.Errorf("%s: lint errors %v, want %s at %s first", tc.name, got, tc.rule, tc.path)
+		}
+	}
+}

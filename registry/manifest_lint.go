@@ -180,6 +180,26 @@ func (l *linter) warnf(rule, path, fix, format string, args ...any) {
 	l.add(SeverityWarning, rule, path, fix, format, args...)
 }
 
+// apps checks the MCP Apps views as far as the manifest and the file
+// list tell (CompileApps checks the rest when the catalog loads the
+// package: the HTML, the tools and the actions).
+func (l *linter) apps(m *Manifest, has func(string) bool) {
+	if len(m.Apps) > 0 && m.Type != TypeOpenAPI {
+		l.errorf("app-invalid", "$.apps", "remove apps: only openapi connectors, whose tools are entities, may declare views", "type %q cannot declare views", m.Type)
+		return
+	}
+	for i, d := range m.Apps {
+		at := fmt.Sprintf("$.apps[%d]", i)
+		if field, msg := checkAppDecl(m.ID, d); field != "" {
+			l.errorf("app-invalid", at+"."+field, "see MCP Apps views in the README: ui://<id>/<name>, text/html;profile=mcp-app, https origins", "%s", msg)
+			continue
+		}
+		if !has(d.File) {
+			l.errorf("file-missing", at+".file", "add the view's HTML to the package", "%q is not a file of the package", d.File)
+		}
+	}
+}
+
 // memberPath renders an object member in a JSON path.
 func memberPath(parent, k string) string {
 	if identPattern.MatchString(k) {
@@ -234,6 +254,7 @@ func (l *linter) schema(at string, v any) {
 // manifest applies the semantic rules.
 func (l *linter) manifest(m *Manifest, doc map[string]any, folder string, files []string) {
 	has := func(p string) bool { return files == nil || slices.Contains(files, p) }
+	l.apps(m, has)
 
 	// Identity.
 	switch {
