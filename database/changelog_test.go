@@ -114,7 +114,8 @@ func TestChangeListenerFirstConnection(t *testing.T) {
 	m := listen(marked)
 	u := listen(db.NewChangeListener("test_a"))
 	wait(u, func() bool { return u.all == 1 })
-	// Heard live, after the replay.
+	// The replay: three changes. What follows is heard live.
+	wait(m, func() bool { return len(m.payloads) >= 3 })
 	logChange("test_a", `{"n":"live"}`)
 	if err := db.Notify(ctx, "test_a", `{"n":"no sequence"}`); err != nil {
 		t.Fatal(err)
