@@ -48,9 +48,10 @@ func TestTenantEndpointViews(t *testing.T) {
 			t.Fatal(err)
 		}
 		u, k := secrets.New(up.URL), secrets.New("gh-token")
-		for _, slug := range []string{"gh", "gh2"} {
+		// gh2's endpoint serves the meta-tools (tools_mode meta).
+		for slug, mode := range map[string]string{"gh": tenants.ToolsList, "gh2": tenants.ToolsMeta} {
 			if _, _, err := svc.Install(ctx, "acme", slug, tenants.InstallRequest{ConnectorID: "github", AuthMode: "apiKey",
-				Fields: map[string]*secrets.Secret{"GITHUB_API_URL": &u, "GITHUB_TOKEN": &k}, Agents: []string{"bot"}}); err != nil {
+				Fields: map[string]*secrets.Secret{"GITHUB_API_URL": &u, "GITHUB_TOKEN": &k}, Agents: []string{"bot"}, ToolsMode: mode}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -112,6 +113,25 @@ func TestTenantEndpointViews(t *testing.T) {
 			if code != c.want {
 				t.Errorf("marked call %s: code %q, want %q (%v)", c.address, code, c.want, res.StructuredContent)
 			}
+		}
+		// The instance endpoint in meta mode: the same views and rule.
+		c := sdk.NewClient(&sdk.Implementation{Name: "host", Version: "1"}, nil)
+		inst, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: srv.URL + "/workspaces/acme/webhooks/gh2.mcp", MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: headers{"Authorization": "Bearer " + f.token, "X-Agent-Id": "bot"}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inst.Close()
+		if list, err := inst.ListResources(ctx, nil); err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "ui://github/issues-table" {
+			t.Errorf("meta-mode instance resources/list = %v, %v", list, err)
+		}
+		res, err := inst.CallTool(ctx, &sdk.CallToolParams{Name: "call", Meta: marked, Arguments: map[string]any{"address": "gh2.issues.create",
+			"arguments": map[string]any{"owner": "octo", "repo": "hello", "title": "x"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc, _ := res.StructuredContent.(map[string]any); !res.IsError || errCode(sc) != "app_write_refused" {
+			t.Errorf("meta-mode instance, marked write: %v", res.StructuredContent)
 		}
 		if n := writes.Load(); n != 0 {
 			t.Errorf("%d writes reached the upstream from a view", n)
