@@ -288,6 +288,15 @@ type Docs struct {
 	GuideRequired bool `json:"guide_required,omitempty"`
 	// URL is the vendor's API documentation.
 	URL string `json:"url,omitempty"`
+	// SearchKeywords are words users say for a tool (entity) that its
+	// operations' text does not use, by tool name: {"conversations":
+	// ["channel", "direct message"]} when the API says conversation and
+	// its users say channel. The tenant catalog endpoint's search indexes
+	// them with each action of the tool. For the connector's author, who
+	// knows its users' words: the search itself has no vendor vocabulary.
+	// A tool the connector has not is ignored, and so are the words past
+	// the first 32 of a tool and any longer than 64 bytes.
+	SearchKeywords map[string][]string `json:"search_keywords,omitempty"`
 	// Translations are the texts in other languages, by BCP 47 language
 	// tag (such as "de" or "pt-BR"). The texts above are in English.
 	Translations map[string]DocsText `json:"translations,omitempty"`

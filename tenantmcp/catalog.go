@@ -167,7 +167,7 @@ func (s *Server) search(ctx context.Context, cat *catalog, args SearchArgs, guid
 			}
 		}
 		chosen = append(chosen, t)
-		indexes = append(indexes, s.indexes.Of(t.Connector.Spec))
+		indexes = append(indexes, s.indexes.Of(t.Connector))
 		if q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug) {
 			named = append(named, m.ID, m.Name, t.Instance.Slug)
 		}

@@ -53,14 +53,23 @@ func evalTenant(t testing.TB) []*gateway.Target {
 	var wg sync.WaitGroup
 	for i, in := range evalInstances {
 		wg.Go(func() {
-			var spec, mapping []byte
+			var spec, mapping, manifest []byte
 			var err error
+			m := registry.Manifest{ID: in.id, Name: in.name, Type: registry.TypeOpenAPI}
 			if f, ok := strings.CutPrefix(in.file, "shared:"); ok {
 				spec, err = os.ReadFile(filepath.Join(dir, f))
 			} else {
+				// A built-in connector's manifest, as the catalog serves
+				// it: its search keywords are the package's.
 				folder := filepath.Join("..", "catalog", "builtin", strings.TrimPrefix(in.file, "builtin:"))
 				if spec, err = os.ReadFile(filepath.Join(folder, "openapi.json")); err == nil {
 					mapping, err = os.ReadFile(filepath.Join(folder, "mapping.json"))
+				}
+				if err == nil {
+					manifest, err = os.ReadFile(filepath.Join(folder, "connector.json"))
+				}
+				if err == nil {
+					err = json.Unmarshal(manifest, &m)
 				}
 			}
 			if err != nil {
@@ -73,7 +82,7 @@ func evalTenant(t testing.TB) []*gateway.Target {
 				return
 			}
 			targets[i] = &gateway.Target{Instance: &tenants.Instance{Slug: in.slug, ConnectorID: in.id, Agents: []string{"bot"}},
-				Connector: &registry.Connector{Manifest: registry.Manifest{ID: in.id, Name: in.name, Type: registry.TypeOpenAPI}, Spec: compiled}}
+				Connector: &registry.Connector{Manifest: m, Spec: compiled}}
 		})
 	}
 	wg.Wait()

@@ -66,6 +66,7 @@ const (
 	fieldParams             // query, header and cookie parameter names, each word once
 	fieldDescription        // the description's opening
 	fieldEntity             // the tool (entity) name
+	fieldKeywords           // the connector's search keywords of the tool (registry.Docs.SearchKeywords)
 	numFields
 )
 
@@ -76,8 +77,8 @@ const (
 // path) weighs more than prose (summary, description), and a long
 // summary or description dilutes each of its words.
 var (
-	fieldWeights = [numFields]float64{3, 0.5, 2, 1, 1, 0.5, 1}
-	fieldB       = [numFields]float64{0.8, 0.8, 0.2, 0, 0.5, 0.8, 0.3}
+	fieldWeights = [numFields]float64{3, 0.5, 2, 1, 1, 0.5, 1, 1}
+	fieldB       = [numFields]float64{0.8, 0.8, 0.2, 0, 0.5, 0.8, 0.3, 0.3}
 )
 
 // Scoring constants.
@@ -104,8 +105,15 @@ const (
 	deprecatedFactor = 0.5
 )
 
-// NewIndex indexes every action of spec.
-func NewIndex(spec *registry.Spec) *Index {
+// Bounds of a connector's search keywords (registry.Docs.SearchKeywords).
+const (
+	maxKeywords     = 32
+	maxKeywordBytes = 64
+)
+
+// NewIndex indexes every action of spec, with keywords, the connector's
+// search keywords by tool name (nil for none).
+func NewIndex(spec *registry.Spec, keywords map[string][]string) *Index {
 	ix := &Index{postings: map[string][]posting{}}
 	if spec == nil {
 		return ix
@@ -118,6 +126,7 @@ func NewIndex(spec *registry.Spec) *Index {
 				continue
 			}
 			f := fieldsOf(e, a.Op)
+			f[fieldKeywords] = keywordTerms(keywords[e.Name])
 			for i := range f {
 				total[i] += float64(len(f[i]))
 			}
@@ -183,6 +192,17 @@ func fieldsOf(e *registry.Entity, op *registry.Operation) [numFields][]string {
 }
 
 func firstN(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// keywordTerms are the terms of a tool's search keywords, within bounds.
+func keywordTerms(words []string) []string {
+	var out []string
+	for _, w := range firstN(words, maxKeywords) {
+		if len(w) <= maxKeywordBytes {
+			out = append(out, terms(w)...)
+		}
+	}
+	return out
+}
 
 // markup is what a description's text holds that is not words about the
 // operation: HTML tags, Markdown link targets and URLs.
@@ -661,11 +681,12 @@ func terms(text string) []string {
 // "remind", meet.
 func stem(w string) string { return english.Stem(w, false) }
 
-// Indexes holds the index of each compiled registry, built on first use
-// and shared by every instance of the connector version.
+// Indexes holds the index of each connector version (its compiled
+// registry and its search keywords), built on first use and shared by
+// every instance of the connector version.
 type Indexes struct {
 	mu    sync.Mutex
-	cache *lru.Cache[*registry.Spec, *Index]
+	cache *lru.Cache[*registry.Connector, *Index]
 }
 
 // maxIndexes bounds the indexes kept: a catalog holds a few hundred
@@ -674,22 +695,22 @@ const maxIndexes = 1024
 
 // NewIndexes returns an empty index cache.
 func NewIndexes() *Indexes {
-	c, _ := lru.New[*registry.Spec, *Index](maxIndexes)
+	c, _ := lru.New[*registry.Connector, *Index](maxIndexes)
 	return &Indexes{cache: c}
 }
 
-// Of returns spec's index, building it once.
-func (x *Indexes) Of(spec *registry.Spec) *Index {
-	if ix, ok := x.cache.Get(spec); ok {
+// Of returns conn's index, building it once.
+func (x *Indexes) Of(conn *registry.Connector) *Index {
+	if ix, ok := x.cache.Get(conn); ok {
 		return ix
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if ix, ok := x.cache.Get(spec); ok {
+	if ix, ok := x.cache.Get(conn); ok {
 		return ix
 	}
-	ix := NewIndex(spec)
-	x.cache.Add(spec, ix)
+	ix := NewIndex(conn.Spec, conn.Manifest.Docs.SearchKeywords)
+	x.cache.Add(conn, ix)
 	return ix
 }
 

@@ -3,6 +3,7 @@ package tenantmcp
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/switchboardhq/switchboard/registry"
@@ -70,7 +71,7 @@ func TestRelatedTerms(t *testing.T) {
 		{Name: "c", Op: &registry.Operation{ID: "listChargebacks", Method: "GET", Path: "/chargebacks"}},
 		{Name: "d", Op: &registry.Operation{ID: "listTranscripts", Method: "GET", Path: "/transcripts"}},
 	}}}}
-	ix := NewIndex(spec)
+	ix := NewIndex(spec, nil)
 	for query, want := range map[string][]string{
 		"react to a message":  {"reaction"},
 		"subscribe":           {"subscript"},
@@ -100,7 +101,7 @@ func TestSummaryVerb(t *testing.T) {
 		{Name: "invite", Op: &registry.Operation{ID: "conversations.invite", Method: "POST", Path: "/conversations.invite", Summary: "Adds a user to a conversation."}},
 		{Name: "kick", Op: &registry.Operation{ID: "conversations.kick", Method: "POST", Path: "/conversations.kick", Summary: "Removes a user from a conversation."}},
 	}}}}
-	hits := NewIndex(spec).Search(ParseQuery("delete the user from the conversation"), nil, nil)
+	hits := NewIndex(spec, nil).Search(ParseQuery("delete the user from the conversation"), nil, nil)
 	slices.SortFunc(hits, func(x, y Hit) int { return cmp.Compare(y.Score, x.Score) })
 	if len(hits) != 2 || hits[0].Action.Name != "kick" {
 		t.Errorf("hits = %v, want kick first", hits)
@@ -121,7 +122,7 @@ func TestRankingPriors(t *testing.T) {
 		op("d", "GET", "/things/{thing}/widgets/{id}", false),
 		op("e", "GET", "/widgets/{id}/old", true),
 	}}}}
-	ix := NewIndex(spec)
+	ix := NewIndex(spec, nil)
 	top := func(query string) []string {
 		hits := ix.Search(ParseQuery(query), nil, nil)
 		slices.SortFunc(hits, func(x, y Hit) int {
@@ -148,5 +149,40 @@ func TestRankingPriors(t *testing.T) {
 	got := top("get a widget")
 	if got[0] != "c" || slices.Index(got, "d") < slices.Index(got, "c") || got[len(got)-1] != "e" {
 		t.Errorf("get a widget: %v, want c first, d after it and the deprecated e last", got)
+	}
+}
+
+// TestSearchKeywords: a connector's own words for a tool (its manifest's
+// docs.search_keywords) find the tool's actions, which their text alone
+// does not; words past the bounds and tools the connector has not are
+// ignored.
+func TestSearchKeywords(t *testing.T) {
+	spec := &registry.Spec{Entities: []*registry.Entity{
+		{Name: "conversations", Actions: []*registry.Action{{Name: "list", Op: &registry.Operation{ID: "conversations.list", Method: "GET", Path: "/conversations.list", Summary: "Lists conversations."}}}},
+		{Name: "users", Actions: []*registry.Action{{Name: "list", Op: &registry.Operation{ID: "users.list", Method: "GET", Path: "/users.list", Summary: "Lists users."}}}},
+	}}
+	found := func(ix *Index, query string) []string {
+		var names []string
+		for _, h := range ix.Search(ParseQuery(query), nil, nil) {
+			names = append(names, h.Entity.Name)
+		}
+		return names
+	}
+	if got := found(NewIndex(spec, nil), "the channels"); len(got) != 0 {
+		t.Fatalf("without keywords: %v", got)
+	}
+	long := strings.Repeat("x", maxKeywordBytes+1)
+	many := make([]string, maxKeywords)
+	for i := range many {
+		many[i] = "filler"
+	}
+	ix := NewIndex(spec, map[string][]string{"conversations": {"channel", "direct message", long}, "users": append(many, "gadgets"), "nothing": {"ghost"}})
+	if got := found(ix, "the channels"); !slices.Equal(got, []string{"conversations"}) {
+		t.Errorf("the channels: %v", got)
+	}
+	for _, query := range []string{long, "gadgets", "ghost"} {
+		if got := found(ix, query); len(got) != 0 {
+			t.Errorf("%.20s…: %v, want nothing", query, got)
+		}
 	}
 }
