@@ -58,7 +58,33 @@ func Classify(err error) error {
 	if _, ok := switchboard.AsError(err); ok {
 		return err
 	}
+	if terminated(err) {
+		// database/sql retries a statement on another connection (a new
+		// one after two failures) when the error is driver.ErrBadConn.
+		err = errors.Join(driver.ErrBadConn, err)
+	}
 	return ErrStoreUnavailable.WithCause(err)
+}
+
+// terminated reports whether err is the server ending the session before
+// the statement took effect: a FATAL administrator shutdown or command
+// (pg_terminate_backend, a fast shutdown or failover), crash shutdown, or
+// idle-session timeout. A FATAL error aborts the session's transaction,
+// so the statement did nothing, and it is safe to run it on another
+// connection. It typically answers the first statement sent on a pooled
+// connection the server closed while it was idle: pgx pings a connection
+// before reuse only when it has been idle for over a second, so without
+// the retry every connection used in the second before a failover would
+// fail one request after it (pgx's own ErrBadConn covers only errors
+// before anything was sent). Broken sockets without the server's word
+// (io.ErrUnexpectedEOF, ECONNRESET) stay unretried: the statement may
+// have run.
+func terminated(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || (pe.SeverityUnlocalized != "FATAL" && pe.Severity != "FATAL") {
+		return false
+	}
+	return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P05"
 }
 
 // unavailable reports whether err says the backend cannot serve now:
@@ -80,9 +106,10 @@ func unavailable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// Class 08: connection exception; 53300 too many connections;
-		// 57P01-57P03: shutting down, crashed, starting up.
+		// 57P01-57P03: shutting down, crashed, starting up; 57P05: idle
+		// session timeout.
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "53300" ||
-			pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+			pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "57P05"
 	}
 	var ne *net.OpError
 	if errors.As(err, &ne) {
