@@ -710,7 +710,24 @@ func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) 
 // token is dropped and the call retried once with a new one. Every call
 // is audited.
 func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any) (*registry.Response, error) {
-	return g.callAudited(ctx, t, p, op, args, true)
+	return g.callAudited(ctx, t, p, op, callArgs{m: args}, true)
+}
+
+// CallStrings is Call with arguments that are all strings, given as a
+// list of distinct names (registry.Call.Strings): the same call, without
+// building a map.
+func (g *Gateway) CallStrings(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args []registry.StringArg) (*registry.Response, error) {
+	if args == nil {
+		args = []registry.StringArg{} // no arguments, not Call's nil map
+	}
+	return g.callAudited(ctx, t, p, op, callArgs{list: args}, true)
+}
+
+// callArgs are a call's arguments: a map, or a list of strings when m is
+// nil and list is not.
+type callArgs struct {
+	m    map[string]any
+	list []registry.StringArg
 }
 
 // CallResource is Call for an MCP Resource flow (package knowledge): the
@@ -723,10 +740,10 @@ func (g *Gateway) CallResource(ctx context.Context, t *Target, p *auth.Principal
 	if p == nil {
 		return nil, switchboard.E(switchboard.ErrUnauthorized, "unauthorized", "the call is not authenticated")
 	}
-	return g.callAudited(ctx, t, p, op, args, false)
+	return g.callAudited(ctx, t, p, op, callArgs{m: args}, false)
 }
 
-func (g *Gateway) callAudited(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any, agent bool) (*registry.Response, error) {
+func (g *Gateway) callAudited(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args callArgs, agent bool) (*registry.Response, error) {
 	start := time.Now()
 	var record func(audit.Entry)
 	if g.audit != nil && p != nil && t != nil {
@@ -841,7 +858,7 @@ func (g *Gateway) Refused(ctx context.Context, tenantSlug, instanceSlug string, 
 	}
 }
 
-func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args map[string]any, agent bool) (*registry.Response, error) {
+func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args callArgs, agent bool) (*registry.Response, error) {
 	if agent {
 		if err := validateAgent(p, t); err != nil {
 			return nil, err
@@ -888,7 +905,7 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 			}
 			traced = g.tracer.Upstream(ctx, header, header != nil)
 		}
-		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Servers: c.servers, Args: args, Credentials: applier, Header: header})
+		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Servers: c.servers, Args: args.m, Strings: args.list, Credentials: applier, Header: header})
 		g.metrics.Since(metrics.StepUpstream, sent)
 		if resp != nil {
 			g.learn(t, p, resp)

@@ -60,6 +60,20 @@ func TestFastPathMatchesSDK(t *testing.T) {
 		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"explode"}}`},
 		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"list","limit":"many"}}`},
 		{"tools/call", "widgets", `{"name":"widgets","arguments":null}`},
+		// Arguments that are all strings go down the fast path as a
+		// list (no map), the SDK's path as a map: the same calls.
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"id":"w1","action":"get"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"get","id":"w\u0031"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"get","id":"w1","extra":"x"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"get"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"id":"w1"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"nope","id":"w1"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"get","id":""}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"get","id":"a/b?c#d%2F"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"get","id":"w1","targetUserId":"u1"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"get","id":5}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"list","limit":"2"}}`},
+		{"tools/call", "widgets", `{"name":"widgets","arguments":{"action":"create","body":"x"}}`},
 		{"tools/call", "gadgets", `{"name":"gadgets","arguments":{}}`},
 	}
 	versions := []string{"", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}

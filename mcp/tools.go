@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,7 +49,7 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 // arguments and the targetUserId of its params._meta (metaTarget, "" when
 // absent or not a string). The SDK's tool handler calls it.
 func (h *handler) callTool(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string) *sdk.CallToolResult {
-	resp, res := h.callEntity(ctx, e, p, t, log, rawArgs, metaTarget)
+	resp, res := h.callEntity(ctx, e, p, t, log, rawArgs, metaTarget, false)
 	if res != nil {
 		return res
 	}
@@ -56,33 +58,75 @@ func (h *handler) callTool(ctx context.Context, e *registry.Entity, p *auth.Prin
 
 // callEntity makes the call callTool describes and returns either the
 // answer to render as a success (resp) or the result to give as is (res).
-// The fast path calls it, to render a success without the SDK's types.
-func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string) (resp *registry.Response, res *sdk.CallToolResult) {
+// The fast path calls it, to render a success without the SDK's types,
+// with asStrings set: then arguments that are all strings go to the
+// gateway as a list, without a map (the SDK's path keeps the map, so the
+// differential test holds one to the other).
+func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string, asStrings bool) (resp *registry.Response, res *sdk.CallToolResult) {
 	// The call's attributes, added to log once the action is known (one
 	// copy of the attributes, not two); refusals before then add these.
 	who := [...]slog.Attr{slog.String("agent", p.AgentID), slog.String("caller", string(p.Caller.ID)), slog.String("tool", e.Name)}
 	refused := func() { log.With(who[:]...).Info("tool call refused", "code", "invalid_arguments") }
 
-	args, err := decodeArgs(rawArgs)
-	if err != nil {
-		refused()
-		return nil, errorResult(err)
+	var args map[string]any
+	var list []registry.StringArg
+	if asStrings {
+		// The list outlives no call: its array is pooled (on the stack
+		// it would escape, through the request the registry builds).
+		buf := stringArgsPool.Get().(*[]registry.StringArg)
+		defer func() {
+			clear((*buf)[:cap(*buf)])
+			stringArgsPool.Put(buf)
+		}()
+		list, asStrings = stringArgs((*buf)[:0], rawArgs)
+		if asStrings && cap(list) <= 64 {
+			*buf = list[:0] // grown for this call: kept, unless large
+		}
+	}
+	if !asStrings {
+		var err error
+		if args, err = decodeArgs(rawArgs); err != nil {
+			refused()
+			return nil, errorResult(err)
+		}
+	}
+	// arg returns an argument's value when it is a string, and whether
+	// the argument is there.
+	arg := func(name string) (string, bool) {
+		if !asStrings {
+			v, ok := args[name]
+			s, _ := v.(string)
+			return s, ok
+		}
+		for _, a := range list {
+			if a.Name == name {
+				return a.Value, true
+			}
+		}
+		return "", false
+	}
+	drop := func(name string) {
+		if !asStrings {
+			delete(args, name)
+			return
+		}
+		list = slices.DeleteFunc(list, func(a registry.StringArg) bool { return a.Name == name })
 	}
 	// targetUserId (params._meta or an argument) is never sent
 	// upstream; it counts only for trusted callers (Principal.Subject).
 	target := metaTarget
-	if v, ok := args[gateway.TargetUserArg]; ok {
-		delete(args, gateway.TargetUserArg)
-		if s, ok := v.(string); ok && target == "" {
-			target = s
+	if s, ok := arg(gateway.TargetUserArg); ok {
+		drop(gateway.TargetUserArg)
+		if target == "" {
+			target = s // "" when not a string, as unset
 		}
 	}
 	p = p.WithTarget(target)
-	action, _ := args[actionArg].(string)
+	action, hasAction := arg(actionArg)
 	if action == registry.DescribeAction {
 		// Answered locally: the upstream is not called.
-		target, _ := args[registry.DescribeTarget].(string)
-		path, _ := args[registry.DescribePath].(string)
+		target, _ := arg(registry.DescribeTarget)
+		path, _ := arg(registry.DescribePath)
 		doc, err := e.DescribeAt(target, path)
 		if err != nil {
 			refused()
@@ -93,12 +137,17 @@ func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Pr
 	ac, found := e.Action(action)
 	if !found || ac.Op == nil {
 		refused()
-		return nil, errorResult(badAction(e, action, args))
+		return nil, errorResult(badAction(e, action, hasAction))
 	}
-	delete(args, actionArg)
+	drop(actionArg)
 	log = log.With(who[0], who[1], who[2], slog.String("action", ac.Name), slog.String("operation", ac.Op.Name))
 
-	resp, err = h.g.Call(ctx, t, p, ac.Op, args)
+	var err error
+	if asStrings {
+		resp, err = h.g.CallStrings(ctx, t, p, ac.Op, list)
+	} else {
+		resp, err = h.g.Call(ctx, t, p, ac.Op, args)
+	}
 	if err != nil {
 		gateway.LogError(log, "tool call failed", err)
 		return nil, errorResult(err)
@@ -141,6 +190,54 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	return args, nil
 }
 
+// stringArgsPool holds the arrays of callEntity's string arguments.
+var stringArgsPool = sync.Pool{New: func() any {
+	s := make([]registry.StringArg, 0, 8)
+	return &s
+}}
+
+// stringArgs appends to dst the arguments raw holds when they are an
+// object whose members are strings with distinct names, as decodeArgs
+// would decode them (no arguments for an empty raw or null); false for
+// anything else, which decodeArgs decodes. String values without escapes
+// are substrings of one copy of the object.
+func stringArgs(dst []registry.StringArg, raw json.RawMessage) ([]registry.StringArg, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return dst, true
+	}
+	if raw[0] != '{' || !utf8.Valid(raw) || !json.Valid(raw) {
+		return nil, false
+	}
+	var buf [16]member
+	members, ok := scanObject(buf[:0], raw)
+	if !ok {
+		return nil, false
+	}
+	var text string
+	for i, m := range members {
+		if m.raw[0] != '"' {
+			return nil, false
+		}
+		for _, earlier := range members[:i] {
+			if earlier.key == m.key {
+				return nil, false
+			}
+		}
+		var v string
+		if start := cap(raw) - cap(m.raw); bytes.IndexByte(m.raw, '\\') < 0 && start >= 0 && start+len(m.raw) <= len(raw) {
+			if text == "" {
+				text = string(raw)
+			}
+			v = text[start+1 : start+len(m.raw)-1]
+		} else if v, ok = unquote(m.raw); !ok {
+			return nil, false
+		}
+		dst = append(dst, registry.StringArg{Name: m.key, Value: v})
+	}
+	return dst, true
+}
+
 // membersMap is the map of the members of object, a later member winning
 // over an earlier one of the same name (as in encoding/json). members
 // are object's, split by scanObject. String values without escapes are
@@ -176,14 +273,14 @@ func membersMap(object []byte, members []member) (map[string]any, bool) {
 }
 
 // badAction names the valid actions of e.
-func badAction(e *registry.Entity, action string, args map[string]any) error {
+func badAction(e *registry.Entity, action string, present bool) error {
 	names := make([]string, 0, len(e.Actions)+1)
 	for _, a := range e.Actions {
 		names = append(names, a.Name)
 	}
 	names = append(names, registry.DescribeAction)
 	valid := strings.Join(names, ", ")
-	if _, present := args[actionArg]; !present {
+	if !present {
 		return switchboard.E(switchboard.ErrInvalid, "invalid_arguments",
 			"%s needs an %q argument, one of: %s", e.Name, actionArg, valid)
 	}

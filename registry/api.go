@@ -445,6 +445,36 @@ func withoutAnnotations(s *jsonschema.Schema) jsonschema.Schema {
 	return c
 }
 
+// validStrings reports whether args, distinct names with string values,
+// are certainly valid: what Validate and BuildRequest's check of unknown
+// arguments would accept without a word, for a loaded operation whose
+// schema is strings only (stringsOnlySchema). False says nothing:
+// the map's path decides, and words the error.
+func (o *Operation) validStrings(args []StringArg) bool {
+	s := o.InputSchema
+	if !o.stringsOnly || o.resolved == nil || s == nil {
+		return false
+	}
+	for _, a := range args {
+		if !o.takesArg(a.Name) {
+			return false
+		}
+		if _, ok := s.Properties[a.Name]; !ok && s.AdditionalProperties != nil && s.AdditionalProperties.Not != nil {
+			return false
+		}
+	}
+required:
+	for _, r := range s.Required {
+		for _, a := range args {
+			if a.Name == r {
+				continue required
+			}
+		}
+		return false
+	}
+	return true
+}
+
 // allStrings reports whether every value of args is a string.
 func allStrings(args map[string]any) bool {
 	for _, v := range args {

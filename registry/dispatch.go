@@ -32,6 +32,12 @@ type Call struct {
 	// Args are the operation's arguments: one per parameter by name, plus
 	// "body".
 	Args map[string]any
+	// Strings, when Args is nil, are the arguments instead, when every
+	// one is a string: the common call, built without a map (a map and a
+	// boxed value per argument were a tenth of a tools/call's
+	// allocations). Names must be distinct. The request is the one Args
+	// holding the same strings would build, error for error.
+	Strings []StringArg
 	// Credentials, when set, inject the upstream credentials last.
 	Credentials Applier
 	// Header holds extra headers to send, optional.
@@ -40,6 +46,18 @@ type Call struct {
 	// the server's URL in the description (ServerURLs): an Op.Server
 	// listed here is called at the instance's URL instead.
 	Servers map[string]string
+}
+
+// StringArg is an argument whose value is a string (Call.Strings).
+type StringArg struct{ Name, Value string }
+
+// stringArgsMap is args as the map Call.Args would hold.
+func stringArgsMap(args []StringArg) map[string]any {
+	m := make(map[string]any, len(args))
+	for _, a := range args {
+		m[a.Name] = a.Value
+	}
+	return m
 }
 
 // Response is an upstream answer, its body read and capped.
@@ -197,22 +215,26 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	if err := op.Load(); err != nil {
 		return nil, err
 	}
-	args := c.Args
-	if args == nil {
-		args = map[string]any{}
+	args := argSet{m: c.Args, list: c.Strings}
+	if args.m == nil && (args.list == nil || !op.validStrings(args.list)) {
+		// Without a map, only arguments certainly valid are built from
+		// the list; anything else (and every error's text) is the map's.
+		args = argSet{m: stringArgsMap(args.list)}
 	}
-	var unknown []string
-	for k := range args {
-		if !op.takesArg(k) {
-			unknown = append(unknown, fmt.Sprintf("%q", truncateString(k, 40)))
+	if args.m != nil {
+		var unknown []string
+		for k := range args.m {
+			if !op.takesArg(k) {
+				unknown = append(unknown, fmt.Sprintf("%q", truncateString(k, 40)))
+			}
 		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return nil, invalidArgs(op, "unknown %s; expects %s", strings.Join(unknown, ", "), op.expects())
-	}
-	if err := op.Validate(args); err != nil {
-		return nil, err
+		if len(unknown) > 0 {
+			slices.Sort(unknown)
+			return nil, invalidArgs(op, "unknown %s; expects %s", strings.Join(unknown, ", "), op.expects())
+		}
+		if err := op.Validate(args.m); err != nil {
+			return nil, err
+		}
 	}
 	server := op.Server
 	if s, ok := c.Servers[server]; ok && s != "" {
@@ -241,12 +263,20 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	header := http.Header{}
 	var cookies []*http.Cookie
 	for _, p := range op.Params {
-		v, ok := args[p.ArgName()]
-		if !ok || v == nil || p.In == "path" {
+		if p.In == "path" {
+			continue
+		}
+		v, s, ok := args.get(p.ArgName())
+		if !ok {
 			continue
 		}
 		switch p.In {
 		case "query":
+			if v == nil {
+				// A string is one pair in every style, as is.
+				query = append(query, url.QueryEscape(p.Name)+"="+url.QueryEscape(s))
+				continue
+			}
 			if p.ContentType != "" {
 				query = append(query, url.QueryEscape(p.Name)+"="+url.QueryEscape(contentValue(v)))
 				continue
@@ -255,18 +285,22 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 				query = append(query, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
 			}
 		case "header":
-			s := simpleValue(v, explode(p, false))
-			if p.ContentType != "" {
-				s = contentValue(v)
+			if v != nil {
+				s = simpleValue(v, explode(p, false))
+				if p.ContentType != "" {
+					s = contentValue(v)
+				}
 			}
 			if strings.ContainsAny(s, "\r\n") {
 				return nil, invalidArgs(op, "header parameter %q holds a line break", p.Name)
 			}
 			header.Set(p.Name, s)
 		case "cookie":
-			s := simpleValue(v, false)
-			if p.ContentType != "" {
-				s = contentValue(v)
+			if v != nil {
+				s = simpleValue(v, false)
+				if p.ContentType != "" {
+					s = contentValue(v)
+				}
 			}
 			if strings.ContainsAny(s, ";\r\n\x00") {
 				return nil, invalidArgs(op, "cookie parameter %q holds a character a cookie cannot carry", p.Name)
@@ -279,7 +313,10 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	var body io.Reader
 	contentType := ""
 	if op.Body != nil {
-		if v, ok := args["body"]; ok && v != nil {
+		if v, s, ok := args.get("body"); ok {
+			if v == nil {
+				v = s
+			}
 			b, ct, err := encodeBody(op, v)
 			if err != nil {
 				return nil, err
@@ -326,6 +363,35 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	return req, nil
 }
 
+// argSet is a call's arguments: a map, or a list of strings (Call.Strings)
+// when m is nil.
+type argSet struct {
+	m    map[string]any
+	list []StringArg
+}
+
+// get returns the argument name: a value (v), or a string (s, v nil),
+// which every style serialises as it is. An argument that is null counts
+// as absent.
+func (a argSet) get(name string) (v any, s string, ok bool) {
+	if a.m == nil {
+		for _, arg := range a.list {
+			if arg.Name == name {
+				return nil, arg.Value, true
+			}
+		}
+		return nil, "", false
+	}
+	v, ok = a.m[name]
+	if !ok || v == nil {
+		return nil, "", false
+	}
+	if s, isString := v.(string); isString {
+		return nil, s, true
+	}
+	return v, "", true
+}
+
 // acceptJSON is the Accept header of most upstream requests, shared:
 // header values are never modified in place (Add and Set replace the
 // slice).
@@ -367,7 +433,7 @@ func baseURL(base, server string) (*url.URL, error) {
 // Anything after a "#" or "?" in the template (some vendors use them to
 // tell operations apart) is not part of the request path; a "?" part is
 // sent as query (see templateQuery).
-func fillPath(op *Operation, args map[string]any) (string, error) {
+func fillPath(op *Operation, args argSet) (string, error) {
 	tmpl, _, _ := strings.Cut(op.Path, "#")
 	tmpl, _, _ = strings.Cut(tmpl, "?")
 	params := map[string]Param{}
@@ -395,13 +461,15 @@ func fillPath(op *Operation, args map[string]any) (string, error) {
 		if !declared {
 			p = Param{Name: name, In: "path"}
 		}
-		v, ok := args[p.ArgName()]
-		if !ok || v == nil {
+		v, s, ok := args.get(p.ArgName())
+		if !ok {
 			return "", invalidArgs(op, "missing required path parameter %q; expects %s", p.ArgName(), op.expects())
 		}
-		s := simpleValue(v, explode(p, false))
-		if p.ContentType != "" {
-			s = contentValue(v)
+		if v != nil {
+			s = simpleValue(v, explode(p, false))
+			if p.ContentType != "" {
+				s = contentValue(v)
+			}
 		}
 		if s == "" || s == "." || s == ".." {
 			return "", invalidArgs(op, "path parameter %q must not be empty, \".\" or \"..\"", name)
