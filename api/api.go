@@ -103,7 +103,6 @@ func New(cfg Config) *Server {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Pre(RefuseNUL)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -119,9 +118,9 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the admin API's HTTP handler. Wrap it (with the rest of
-// the server) in RequestLog.
-func (s *Server) Handler() http.Handler { return s.echo }
+// Handler returns the server's HTTP handler: the router (with whatever
+// is mounted on it, see Router) behind RefuseNUL. Wrap it in RequestLog.
+func (s *Server) Handler() http.Handler { return RefuseNUL(s.echo) }
 
 // Router returns the echo router the admin API's routes are on; the
 // server assembly mounts every other surface on it, so that one router
@@ -153,7 +152,12 @@ func (s *Server) recordOutcome(actor string, tenant switchboard.TenantID, instan
 }
 
 // logger returns the request's logger, or the configured one.
-func (s *Server) logger(c echo.Context) *slog.Logger { return s.loggerOf(c.Request().Context()) }
+func (s *Server) logger(c echo.Context) *slog.Logger {
+	if l, ok := loggerOfWriter(c.Response().Writer); ok {
+		return l
+	}
+	return s.loggerOf(c.Request().Context())
+}
 
 // loggerOf returns the logger RequestLog put in ctx, or the configured one.
 func (s *Server) loggerOf(ctx context.Context) *slog.Logger {

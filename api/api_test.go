@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/labstack/echo/v4"
 
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/api"
@@ -211,7 +210,7 @@ func TestOpenAPIDocumentDescribesEveryRoute(t *testing.T) {
 
 	param := regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 	routes := map[string]bool{}
-	for _, r := range s.Handler().(*echo.Echo).Routes() {
+	for _, r := range s.Router().Routes() {
 		routes[r.Method+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
 	}
 	documented := map[string]bool{}

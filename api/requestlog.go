@@ -56,9 +56,18 @@ func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		st := &requestState{requestLogger: requestLogger{base: logger, id: id}, recorder: recorder{ResponseWriter: w}}
 		st.idValue[0] = id
 		w.Header()[switchboard.RequestIDHeader] = st.idValue[:]
-		ctx := context.WithValue(r.Context(), loggerKey, &st.requestLogger)
+		ctx := r.Context()
 		rec := &st.recorder
-		next.ServeHTTP(rec, r.WithContext(ctx))
+		if strings.HasPrefix(r.URL.Path, agentPrefix) {
+			// The agent path takes the id from the response header
+			// (gateway.NewCallLog); the admin API's handlers find the
+			// logger through the writer there (loggerOfWriter): no
+			// context and request copy per call.
+			next.ServeHTTP(st, r)
+		} else {
+			ctx = context.WithValue(ctx, loggerKey, &st.requestLogger)
+			next.ServeHTTP(st, r.WithContext(ctx))
+		}
 
 		status := rec.status
 		if status == 0 {
@@ -89,6 +98,25 @@ func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
+// agentPrefix starts the paths of the agent surfaces.
+const agentPrefix = "/workspaces/"
+
+// loggerOfWriter returns the logger of the request RequestLog gave w (or
+// a writer wrapping it), when it did.
+func loggerOfWriter(w http.ResponseWriter) (*slog.Logger, bool) {
+	for w != nil {
+		if st, ok := w.(*requestState); ok {
+			return st.logger(), true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil, false
+		}
+		w = u.Unwrap()
+	}
+	return nil, false
+}
+
 // tenantOfPath returns the tenant slug of /v1/tenants/{tenant}/... and
 // /workspaces/{tenant}/... paths, when it is a valid slug.
 func tenantOfPath(p string) string {
@@ -107,7 +135,8 @@ func tenantOfPath(p string) string {
 	return t
 }
 
-// requestState is what RequestLog keeps for a request.
+// requestState is what RequestLog keeps for a request; it is the
+// handlers' writer (its recorder's).
 type requestState struct {
 	requestLogger
 	recorder

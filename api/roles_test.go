@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/api"
 	"github.com/switchboardhq/switchboard/audit"
@@ -171,7 +169,7 @@ func TestRouteRoles(t *testing.T) {
 	t.Parallel()
 	param := regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 	seen := 0
-	for _, r := range api.New(api.Config{}).Handler().(*echo.Echo).Routes() {
+	for _, r := range api.New(api.Config{}).Router().Routes() {
 		if !strings.HasPrefix(r.Path, "/v1/") {
 			continue
 		}

@@ -95,6 +95,11 @@ func (l CallLog) Logger() *slog.Logger {
 	return l.base.With(args...)
 }
 
+// Enabled reports whether l writes lines at level.
+func (l CallLog) Enabled(level slog.Level) bool {
+	return l.base != nil && l.base.Enabled(context.Background(), level)
+}
+
 // Debug, Info, Warn and Error write a line with l's attributes and args.
 func (l CallLog) Debug(msg string, args ...any) { l.log(slog.LevelDebug, msg, args) }
 func (l CallLog) Info(msg string, args ...any)  { l.log(slog.LevelInfo, msg, args) }

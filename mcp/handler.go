@@ -261,7 +261,7 @@ func parsePath(p string) (tenant, instance string, ok bool) {
 	if !ok || tenant == "" {
 		return "", "", false
 	}
-	rest, ok = strings.CutPrefix("/"+rest, webhooks)
+	rest, ok = strings.CutPrefix(rest, webhooks[1:]) // rest follows a "/"
 	if !ok {
 		return "", "", false
 	}
@@ -461,7 +461,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if api := t.Spec(); api != nil && env.method == "tools/call" {
 		// The SDK answers an unknown tool (-32602); it is audited here.
-		if name, _ := toolName(env); name != "" {
+		if name, _ := toolNameIn(env, api); name != "" {
 			if _, ok := api.Entity(name); !ok && !bridgeOf(t.Connector, name) {
 				h.g.Refused(ctx, tenantSlug, instanceSlug, p, t, name,
 					switchboard.E(switchboard.ErrNotFound, "unknown_tool", "no such tool"))
@@ -567,13 +567,23 @@ func calledTool(body []byte) (string, bool) {
 
 // toolName returns the name a tools/call request's params give, decoded
 // once per message.
-func toolName(env *envelope) (string, bool) {
+func toolName(env *envelope) (string, bool) { return toolNameIn(env, nil) }
+
+// toolNameIn is toolName, the name of one of api's tools (when api is
+// not nil) given as the entity's own string rather than a copy.
+func toolNameIn(env *envelope, api *registry.Spec) (string, bool) {
 	if !env.nameRead {
 		env.nameRead = true
 		var paramsBuf [8]member
 		params, _ := scanObject(paramsBuf[:0], env.params)
 		for _, p := range params {
 			if p.key == "name" {
+				if raw := p.raw; api != nil && len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+					if e, ok := api.Entity(string(raw[1 : len(raw)-1])); ok {
+						env.name = e.Name
+						break
+					}
+				}
 				decodeString(p.raw, &env.name)
 				break
 			}

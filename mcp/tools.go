@@ -63,8 +63,8 @@ func (h *handler) callTool(ctx context.Context, e *registry.Entity, p *auth.Prin
 // gateway as a list, without a map (the SDK's path keeps the map, so the
 // differential test holds one to the other).
 func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string, asStrings bool) (resp *registry.Response, res *sdk.CallToolResult) {
-	// The call's attributes, added to log once the action is known (one
-	// copy of the attributes, not two); refusals before then add these.
+	// The call's attributes; refusals before the action is known add
+	// these.
 	who := [...]slog.Attr{slog.String("agent", p.AgentID), slog.String("caller", string(p.Caller.ID)), slog.String("tool", e.Name)}
 	refused := func() { log.With(who[:]...).Info("tool call refused", "code", "invalid_arguments") }
 
@@ -140,7 +140,8 @@ func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Pr
 		return nil, errorResult(badAction(e, action, hasAction))
 	}
 	drop(actionArg)
-	log = log.With(who[0], who[1], who[2], slog.String("action", ac.Name), slog.String("operation", ac.Op.Name))
+	// Added to log when a line is written: most calls write none.
+	call := [...]slog.Attr{who[0], who[1], who[2], slog.String("action", ac.Name), slog.String("operation", ac.Op.Name)}
 
 	var err error
 	if asStrings {
@@ -149,10 +150,12 @@ func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Pr
 		resp, err = h.g.Call(ctx, t, p, ac.Op, args)
 	}
 	if err != nil {
-		gateway.LogError(log, "tool call failed", err)
+		gateway.LogError(log.With(call[:]...), "tool call failed", err)
 		return nil, errorResult(err)
 	}
-	log.Debug("tool call", "status", resp.Status)
+	if log.Enabled(slog.LevelDebug) {
+		log.With(call[:]...).Debug("tool call", "status", resp.Status)
+	}
 	return resp, nil
 }
 

@@ -52,10 +52,20 @@ func mountAgentPath(e *echo.Echo, s agentSurfaces) {
 	// MCP: the endpoint /workspaces/{tenant}/webhooks/{instance}.mcp (the
 	// handler checks the suffix and the method), its protected-resource
 	// document, and JSON-RPC 404s for the rest of /workspaces/.
-	e.Any("/workspaces/:tenant/webhooks/:instance", serve(s.mcp.ServeHTTP))
+	e.Any("/workspaces/:tenant/webhooks/:instance", servePlain(s.mcp.ServeHTTP))
 	e.Any("/workspaces/:tenant/mcp", serve(s.tenant.ServeHTTP))
 	e.Any("/workspaces/*", serve(s.mcp.ServeHTTP))
 	e.Any(mcp.WellKnownPrefix+"/*", serve(s.resource.ServeHTTP))
+}
+
+// servePlain adapts an http.HandlerFunc that reads its own path (the MCP
+// endpoint parses /workspaces/{tenant}/webhooks/{instance}.mcp) to echo,
+// without path values: setting them builds a map per request.
+func servePlain(h http.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h(c.Response(), c.Request())
+		return nil
+	}
 }
 
 // serve adapts an http.HandlerFunc to echo: echo's path parameters become

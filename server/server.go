@@ -448,7 +448,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	root.Any(signin.Prefix+"*", serve(s.signin.ServeHTTP))
 	// The trace's span starts before the request line is written, so that
 	// the line carries the trace id.
-	s.handler = s.tracer.Middleware(api.RequestLog(logger, root))
+	s.handler = s.tracer.Middleware(api.RequestLog(logger, admin.Handler())) // root, refusing NUL bytes
 	return s, nil
 }
 
