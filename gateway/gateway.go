@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -328,6 +329,8 @@ func (g *Gateway) toolAction(t *Target, op *registry.Operation) (string, string)
 type credentials struct {
 	fields  map[string]secrets.Secret
 	baseURL string
+	// base is baseURL parsed, nil when it does not parse.
+	base *url.URL
 	// servers are the URLs of the operation-level servers
 	// (registry.ServerURLs).
 	servers map[string]string
@@ -698,7 +701,11 @@ func newCredentials(conn *registry.Connector, fields map[string]secrets.Secret) 
 	if m.BaseURL == "" && conn.Spec != nil && len(conn.Spec.Servers) > 0 {
 		base = conn.Spec.Servers[0]
 	}
-	return &credentials{fields: fields, baseURL: base, servers: registry.ServerURLs(m, fields), red: registry.NewRedactor(m, fields)}
+	c := &credentials{fields: fields, baseURL: base, servers: registry.ServerURLs(m, fields), red: registry.NewRedactor(m, fields)}
+	if u, err := url.Parse(base); err == nil {
+		c.base = u // parsed once, not per call
+	}
+	return c
 }
 
 // Call runs validateAgent again (defence in depth), builds the instance's
@@ -905,7 +912,7 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 			}
 			traced = g.tracer.Upstream(ctx, header, header != nil)
 		}
-		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Servers: c.servers, Args: args.m, Strings: args.list, Credentials: applier, Header: header})
+		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Base: c.base, Servers: c.servers, Args: args.m, Strings: args.list, Credentials: applier, Header: header})
 		g.metrics.Since(metrics.StepUpstream, sent)
 		if resp != nil {
 			g.learn(t, p, resp)

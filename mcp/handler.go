@@ -569,6 +569,26 @@ func calledTool(body []byte) (string, bool) {
 // once per message.
 func toolName(env *envelope) (string, bool) { return toolNameIn(env, nil) }
 
+// toolNameIs reports whether the tool name is name, without keeping a
+// copy of it (toolNameIn, later, may give it without one).
+func toolNameIs(env *envelope, name string) bool {
+	if env.nameRead {
+		return env.name == name
+	}
+	var paramsBuf [8]member
+	params, _ := scanObject(paramsBuf[:0], env.params)
+	for _, p := range params {
+		if p.key == "name" {
+			if raw := p.raw; len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+				return string(raw[1:len(raw)-1]) == name
+			}
+			break
+		}
+	}
+	got, _ := toolName(env)
+	return got == name
+}
+
 // toolNameIn is toolName, the name of one of api's tools (when api is
 // not nil) given as the entity's own string rather than a copy.
 func toolNameIn(env *envelope, api *registry.Spec) (string, bool) {

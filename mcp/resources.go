@@ -44,8 +44,7 @@ func (h *handler) resourceFlow(w http.ResponseWriter, r *http.Request, log gatew
 	_, hasAuth := r.Header["Authorization"]
 	resource := strings.HasPrefix(env.method, "resources/")
 	if env.method == "tools/call" {
-		name, _ := toolName(env)
-		resource = name == knowledge.ToolName
+		resource = toolNameIs(env, knowledge.ToolName)
 	}
 	// The handshake carries nothing the public profile does not say; a
 	// knowledge-sync caller, which no allowlist names, needs it too.

@@ -29,6 +29,10 @@ type Call struct {
 	// set, takes its place (an absolute URL) or is joined to its host (a
 	// path).
 	BaseURL string
+	// Base, optional, is BaseURL parsed (url.Parse), kept by the caller
+	// from call to call: the request copies it instead of parsing
+	// BaseURL again. It must not be modified.
+	Base *url.URL
 	// Args are the operation's arguments: one per parameter by name, plus
 	// "body".
 	Args map[string]any
@@ -240,15 +244,13 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	if s, ok := c.Servers[server]; ok && s != "" {
 		server = s
 	}
-	u, err := baseURL(c.BaseURL, server)
+	u, err := baseURL(c.BaseURL, c.Base, server)
 	if err != nil {
 		return nil, err
 	}
-	path, err := fillPath(op, args)
-	if err != nil {
+	if u.RawPath, err = fillPath(strings.TrimRight(u.EscapedPath(), "/")+"/", op, args); err != nil {
 		return nil, err
 	}
-	u.RawPath = strings.TrimRight(u.EscapedPath(), "/") + "/" + strings.TrimLeft(path, "/")
 	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
 		return nil, invalidArgs(op, "a path parameter cannot be encoded")
 	}
@@ -331,7 +333,8 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the request for %s cannot be built", op.Name)
 	}
 	u.Host = strings.TrimSuffix(u.Host, ":")
-	req.URL, req.Host = u, u.Host
+	*req.URL = u // into the URL NewRequest made
+	req.Host = u.Host
 	for k, vs := range c.Header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
@@ -412,15 +415,23 @@ func (op *Operation) takesArg(name string) bool {
 	return false
 }
 
-// baseURL returns the URL the operation's path is joined to.
-func baseURL(base, server string) (*url.URL, error) {
+// baseURL returns the URL the operation's path is joined to: base
+// (parsed, as parsed when not nil) or server.
+func baseURL(base string, parsed *url.URL, server string) (url.URL, error) {
 	raw := base
 	if server != "" && !strings.HasPrefix(server, "/") {
-		raw = server
+		raw, parsed = server, nil
 	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the base URL must be an absolute http or https URL")
+	if parsed == nil {
+		p, err := url.Parse(raw)
+		if err != nil {
+			return url.URL{}, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the base URL must be an absolute http or https URL")
+		}
+		parsed = p
+	}
+	u := *parsed
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return url.URL{}, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the base URL must be an absolute http or https URL")
 	}
 	if strings.HasPrefix(server, "/") {
 		u.Path, u.RawPath = strings.TrimRight(server, "/"), ""
@@ -429,13 +440,17 @@ func baseURL(base, server string) (*url.URL, error) {
 	return u, nil
 }
 
-// fillPath substitutes the path template's parameters, percent-escaped.
-// Anything after a "#" or "?" in the template (some vendors use them to
-// tell operations apart) is not part of the request path; a "?" part is
-// sent as query (see templateQuery).
-func fillPath(op *Operation, args argSet) (string, error) {
+// fillPath substitutes the path template's parameters, percent-escaped,
+// and returns it after prefix, without its leading slashes. Anything
+// after a "#" or "?" in the template (some vendors use them to tell
+// operations apart) is not part of the request path; a "?" part is sent
+// as query (see templateQuery).
+func fillPath(prefix string, op *Operation, args argSet) (string, error) {
 	tmpl, _, _ := strings.Cut(op.Path, "#")
 	tmpl, _, _ = strings.Cut(tmpl, "?")
+	// Leading slashes can only be the template's: values are escaped,
+	// labels and matrices start with "." and ";".
+	tmpl = strings.TrimLeft(tmpl, "/")
 	params := map[string]Param{}
 	for _, p := range op.Params {
 		if p.In == "path" {
@@ -443,6 +458,8 @@ func fillPath(op *Operation, args argSet) (string, error) {
 		}
 	}
 	var b strings.Builder
+	b.Grow(len(prefix) + len(tmpl) + 32)
+	b.WriteString(prefix)
 	for {
 		i := strings.IndexByte(tmpl, '{')
 		if i < 0 {
