@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net"
 	"net/http"
@@ -96,7 +97,7 @@ type Callers struct {
 	// unknown holds the hashes of tokens the store did not know (or knew
 	// revoked): refused again without a query until they expire, or until
 	// a caller is created (Invalidate).
-	unknown *expirable.LRU[string, struct{}]
+	unknown *expirable.LRU[tokenKey, struct{}]
 	// failures counts the authentication failures per source (remote
 	// address) within a window of authFailureWindow.
 	failures *expirable.LRU[string, *atomic.Int32]
@@ -109,7 +110,7 @@ type Callers struct {
 	sourceOf func(*http.Request) string
 
 	mu sync.RWMutex
-	// byHash maps tenants.HashToken(token) to the cached caller, bounded
+	// byHash maps the token's hash (tokenKeyOf) to the cached caller, bounded
 	// by the cache budget and TTL (SetCache).
 	byHash *callerCache
 	// gen increases on every invalidation, so that a lookup that raced with
@@ -161,7 +162,7 @@ var errTooManyFailures = switchboard.E(switchboard.ErrUnavailable, "rate_limited
 // NewCallers returns an authenticator over store.
 func NewCallers(store *tenants.Store) *Callers {
 	return &Callers{store: store, byHash: newCallerCache(DefaultCacheBudget, DefaultCacheTTL),
-		unknown:      expirable.NewLRU[string, struct{}](maxUnknownTokens, nil, UnknownTokenTTL),
+		unknown:      expirable.NewLRU[tokenKey, struct{}](maxUnknownTokens, nil, UnknownTokenTTL),
 		failures:     expirable.NewLRU[string, *atomic.Int32](maxFailureSources, nil, authFailureWindow),
 		failureLimit: AuthFailuresPerSource,
 		sourceOf:     remoteHost,
@@ -202,6 +203,16 @@ const (
 	minCallers         = 8
 )
 
+// tokenKey is a token's SHA-256, the key of the token caches: an array,
+// so that reading them allocates nothing (a hex string of it, the stored
+// form, was made per request).
+type tokenKey [sha256.Size]byte
+
+func tokenKeyOf(token string) tokenKey {
+	var in [128]byte // hashed on the stack, as tenants.HashToken does
+	return sha256.Sum256(append(in[:0], token...))
+}
+
 // callerCache holds authenticated callers by token hash, least recently
 // used first out, bounded by the bytes they are estimated to hold and by
 // a TTL. expirable's LRU keeps the order and the TTL; it bounds entries
@@ -209,7 +220,7 @@ const (
 // instance cache does: every addition evicts the oldest callers until
 // the total is within the budget. Additions are made under Callers.mu.
 type callerCache struct {
-	*expirable.LRU[string, *cachedCaller]
+	*expirable.LRU[tokenKey, *cachedCaller]
 	budget int64
 	used   atomic.Int64
 }
@@ -224,7 +235,7 @@ func newCallerCache(budget int64, ttl time.Duration) *callerCache {
 	c := &callerCache{budget: budget}
 	// The count bound is never the one reached: no caller costs less
 	// than callerFixedCost.
-	c.LRU = expirable.NewLRU(int(budget/callerFixedCost)+2*minCallers, func(_ string, e *cachedCaller) {
+	c.LRU = expirable.NewLRU(int(budget/callerFixedCost)+2*minCallers, func(_ tokenKey, e *cachedCaller) {
 		c.used.Add(-e.size)
 	}, ttl)
 	return c
@@ -232,9 +243,9 @@ func newCallerCache(budget int64, ttl time.Duration) *callerCache {
 
 // add caches e under hash (replacing what was there) and evicts the least
 // recently used callers beyond the budget, keeping at least minCallers.
-func (c *callerCache) add(hash string, e *cachedCaller) {
+func (c *callerCache) add(hash tokenKey, e *cachedCaller) {
 	c.Remove(hash) // expirable's Add replaces without the eviction callback
-	e.size = callerCost(hash, e.caller)
+	e.size = callerCost(e.caller)
 	c.used.Add(e.size)
 	c.Add(hash, e)
 	for c.used.Load() > c.budget && c.Len() > minCallers {
@@ -250,8 +261,8 @@ func (c *callerCache) add(hash string, e *cachedCaller) {
 const callerFixedCost = 512
 
 // callerCost estimates the bytes a cached caller holds.
-func callerCost(hash string, cl *tenants.Caller) int64 {
-	n := callerFixedCost + len(hash) + len(cl.ID) + len(cl.TenantID) + len(cl.Name) + len(cl.Kind) +
+func callerCost(cl *tenants.Caller) int64 {
+	n := callerFixedCost + len(tokenKey{}) + len(cl.ID) + len(cl.TenantID) + len(cl.Name) + len(cl.Kind) +
 		len(cl.AgentID) + len(cl.UserID) + len(cl.UserMode)
 	for _, s := range cl.ExternalSubjects {
 		n += 16 + len(s)
@@ -336,7 +347,7 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 	if c.jwt != nil && looksLikeJWT(token) {
 		return c.authenticateJWT(ctx, r, token, tenantSlug)
 	}
-	hash := tenants.HashToken(token)
+	hash := tokenKeyOf(token)
 
 	c.mu.RLock()
 	entry, _ := c.byHash.Get(hash)

@@ -53,6 +53,13 @@ type CallLog struct {
 // the request's id and, when the request is traced, its trace id (as
 // RequestLogger; none when w is nil) and attrs.
 func NewCallLog(logger *slog.Logger, w http.ResponseWriter, attrs ...slog.Attr) CallLog {
+	return NewCallLogIn(nil, logger, w, attrs...)
+}
+
+// NewCallLogIn is NewCallLog keeping the attributes in buf when it has
+// room for them and four more (a caller's own array, allocated with what
+// else it keeps per request).
+func NewCallLogIn(buf []slog.Attr, logger *slog.Logger, w http.ResponseWriter, attrs ...slog.Attr) CallLog {
 	l := CallLog{base: logger}
 	var id, traced string
 	if w != nil {
@@ -67,7 +74,11 @@ func NewCallLog(logger *slog.Logger, w http.ResponseWriter, attrs ...slog.Attr) 
 	if traced != "" {
 		n++
 	}
-	l.attrs = make([]slog.Attr, 0, n+4)
+	if cap(buf) >= n+4 {
+		l.attrs = buf[:0]
+	} else {
+		l.attrs = make([]slog.Attr, 0, n+4)
+	}
 	if id != "" {
 		l.attrs = append(l.attrs, slog.String("request_id", id))
 	}

@@ -219,6 +219,13 @@ func (a *authorized) extra() map[string]any {
 
 type authorizedKey struct{}
 
+// requestState is what ServeHTTP keeps for a request, in one allocation.
+type requestState struct {
+	a        authorized
+	logAttrs [10]slog.Attr
+	msg      [1]envelope
+}
+
 // verifyFromContext is the SDK's token verifier. The token itself was
 // checked by our middleware, which put the result in the context; the
 // verifier only carries it into TokenInfo.Extra.
@@ -388,7 +395,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, nullID, switchboard.E(switchboard.ErrNotFound, "route_not_found", "no such endpoint: use /workspaces/{tenant}/webhooks/{instance}.mcp"))
 		return
 	}
-	log := gateway.NewCallLog(h.logger, w, slog.String("tenant", tenantSlug), slog.String("instance", instanceSlug), slog.String("mode", "mcp"))
+	// One allocation for what the request keeps: its authorization, its
+	// call log's attributes and its message.
+	st := &requestState{}
+	log := gateway.NewCallLogIn(st.logAttrs[:0], h.logger, w, slog.String("tenant", tenantSlug), slog.String("instance", instanceSlug), slog.String("mode", "mcp"))
 	if msg := h.checkOrigin(r); msg != "" {
 		log.Info("mcp request refused", "code", "forbidden_origin")
 		writeRPCError(w, nullID, switchboard.E(switchboard.ErrForbidden, "forbidden_origin", "%s", msg))
@@ -416,7 +426,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// The body is split once, here: the resource flow and the agent path
 	// read the same messages.
-	msgs, isBatch, code, msg := checkJSONRPC(body)
+	msgs, isBatch, code, msg := checkJSONRPCInto(st.msg[:0], body)
 	if code == 0 && !isBatch && len(msgs) == 1 && h.resourceFlow(w, r, log, tenantSlug, instanceSlug, body, &msgs[0]) {
 		return
 	}
@@ -438,7 +448,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	version := r.Header.Get(headerVersion)
-	a := &authorized{principal: p, target: t, log: log, surface: surfaceOf(version)}
+	a := &st.a
+	*a = authorized{principal: p, target: t, log: log, surface: surfaceOf(version)}
 	if h.servesMeta(a) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
@@ -649,7 +660,11 @@ func rpcCodeName(code int) string {
 
 // checkJSONRPC checks that body is a JSON-RPC 2.0 message (or a batch of
 // them) and splits it strictly (see strict.go).
-func checkJSONRPC(body []byte) ([]envelope, bool, int, string) {
+func checkJSONRPC(body []byte) ([]envelope, bool, int, string) { return checkJSONRPCInto(nil, body) }
+
+// checkJSONRPCInto is checkJSONRPC, a single message kept in dst when it
+// has room.
+func checkJSONRPCInto(dst []envelope, body []byte) ([]envelope, bool, int, string) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return nil, false, codeInvalidRequest, "the request body is empty; send a JSON-RPC 2.0 message"
@@ -657,7 +672,7 @@ func checkJSONRPC(body []byte) ([]envelope, bool, int, string) {
 	if !json.Valid(trimmed) {
 		return nil, false, codeParseError, "the request body is not valid JSON"
 	}
-	msgs, isBatch, err := parseMessages(trimmed)
+	msgs, isBatch, err := parseMessagesInto(dst, trimmed)
 	if err != nil {
 		return nil, isBatch, codeInvalidRequest, err.Error()
 	}

@@ -70,7 +70,10 @@ func (e strictError) Error() string { return string(e) }
 // parseMessages splits body (valid JSON, trimmed) into its messages: one
 // object, or the objects of a non-empty batch array. The body must be
 // valid UTF-8.
-func parseMessages(body []byte) ([]envelope, bool, error) {
+func parseMessages(body []byte) ([]envelope, bool, error) { return parseMessagesInto(nil, body) }
+
+// parseMessagesInto is parseMessages appending a single message to dst.
+func parseMessagesInto(dst []envelope, body []byte) ([]envelope, bool, error) {
 	if !utf8.Valid(body) {
 		// JSON text is UTF-8 (RFC 8259); decoders differ on what else means.
 		return nil, false, strictError("the request body is not valid UTF-8")
@@ -100,7 +103,7 @@ func parseMessages(body []byte) ([]envelope, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	return []envelope{env}, false, nil
+	return append(dst, env), false, nil
 }
 
 func parseEnvelope(raw []byte) (envelope, error) {
