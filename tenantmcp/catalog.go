@@ -462,14 +462,20 @@ func boundedSchema(op *registry.Operation, limit int) (json.RawMessage, bool) {
 	if len(raw) <= limit {
 		return raw, false
 	}
+	// A property keeps the constraints of a value (format, pattern,
+	// lengths): an agent cannot guess an id's pattern from its name.
 	type shallow struct {
 		Type        any    `json:"type,omitempty"`
 		Description string `json:"description,omitempty"`
 		Enum        []any  `json:"enum,omitempty"`
+		Format      string `json:"format,omitempty"`
+		Pattern     string `json:"pattern,omitempty"`
+		MinLength   *int   `json:"minLength,omitempty"`
+		MaxLength   *int   `json:"maxLength,omitempty"`
 	}
 	props := map[string]shallow{}
 	for name, p := range op.InputSchema.Properties {
-		sh := shallow{Description: clip(p.Description, 80)}
+		sh := shallow{Description: clip(p.Description, 80), Format: p.Format, Pattern: p.Pattern, MinLength: p.MinLength, MaxLength: p.MaxLength}
 		if p.Type != "" {
 			sh.Type = p.Type
 		} else if len(p.Types) > 0 {
