@@ -98,7 +98,7 @@ func checkMiss(t testing.TB, known map[string]bool, task string, missed bool, de
 	case missed && !known[task]:
 		t.Errorf("regression: %q is not in search's first 5 hits (%s); it is not a known miss of %s", task, detail, knownMissesFile)
 	case !missed && known[task]:
-		t.Errorf("%q is found now: remove it from %s", task, knownMissesFile)
+		t.Errorf("%q is found now: remove it from notInFirst5 in %s", task, knownMissesFile)
 	}
 }
 
