@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboardhq/switchboard"
 )
 
 // The change log (table change_log) numbers the changes replicas tell each
@@ -159,41 +161,50 @@ func (l *ChangeListener) Listen(ctx context.Context, deliver func(payload string
 		if l.heard(head.Seq) { // else the replay delivered it
 			deliver(payload)
 		}
-	}, func() { l.resync(deliver, all, onError) }, onError)
+	}, func() error { return l.resync(deliver, all, onError) }, onError)
 }
 
-// resync runs after every connection of the listener.
-func (l *ChangeListener) resync(deliver func(string), all func(), onError func(error)) {
+// resync runs after every connection of the listener. When the change
+// log cannot be read because the store is unavailable, it drops nothing
+// and returns the error: the listener reconnects, with backoff, and
+// replays from the same position once the store answers. Dropping every
+// cache there would empty a replica's caches just as the store goes away
+// (a listener that connected as it went, on a loaded machine), when they
+// are what it serves from; and losing the store is no more reason to drop
+// them than losing the listener's connection is. Other errors, and a log
+// pruned past the position, drop everything.
+func (l *ChangeListener) resync(deliver func(string), all func(), onError func(error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	report := func(err error) {
+	report := func(err error) error {
+		if errors.Is(Classify(err), switchboard.ErrUnavailable) {
+			return fmt.Errorf("replaying missed changes on %s, retried on the next connection: %w", l.channel, err)
+		}
 		if onError != nil {
 			onError(fmt.Errorf("replaying missed changes on %s, dropping every cache instead: %w", l.channel, err))
 		}
 		all()
+		return nil
 	}
 	if !l.known.Load() {
 		if err := l.Mark(ctx); err != nil && onError != nil {
 			onError(err)
 		}
 		all()
-		return
+		return nil
 	}
 	last := l.last.Load()
 	var oldest sql.NullInt64
 	if err := l.db.QueryRowContext(ctx, `SELECT min(seq) FROM change_log`).Scan(&oldest); err != nil {
-		report(err)
-		return
+		return report(err)
 	}
 	if oldest.Valid && oldest.Int64 > last+1 {
-		report(errors.New("the change log was pruned past the last change heard"))
-		return
+		return report(errors.New("the change log was pruned past the last change heard"))
 	}
 	rows, err := l.db.QueryContext(ctx, `SELECT seq, payload FROM change_log WHERE channel = $1 AND seq > $2 ORDER BY seq`,
 		l.channel, last-replayMargin)
 	if err != nil {
-		report(err)
-		return
+		return report(err)
 	}
 	type change struct {
 		seq     int64
@@ -204,21 +215,20 @@ func (l *ChangeListener) resync(deliver func(string), all func(), onError func(e
 		var c change
 		if err := rows.Scan(&c.seq, &c.payload); err != nil {
 			rows.Close()
-			report(err)
-			return
+			return report(err)
 		}
 		missed = append(missed, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		report(err)
-		return
+		return report(err)
 	}
 	for _, c := range missed {
 		if l.heard(c.seq) {
 			deliver(withSeq(c.payload, c.seq))
 		}
 	}
+	return nil
 }
 
 // heard records seq as heard and reports whether it was new (not heard,

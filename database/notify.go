@@ -39,9 +39,11 @@ func (db *DB) NotifyTx(ctx context.Context, tx *sql.Tx, channel, payload string)
 // done. It holds one dedicated connection (LISTEN needs a session) and
 // reconnects with backoff when it drops; after every (re)connection it
 // calls resync, because notifications sent while it was away are lost, so
-// whatever they would have invalidated must be dropped wholesale. On the
-// embedded store it returns at once: there are no other replicas.
-func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string), resync func(), onError func(error)) {
+// whatever they would have invalidated must be dropped wholesale. When
+// resync fails, the connection is closed and the listener reconnects (with
+// backoff) and calls resync again. On the embedded store it returns at
+// once: there are no other replicas.
+func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string), resync func() error, onError func(error)) {
 	if !db.Dialect.Replicated() {
 		return
 	}
@@ -63,7 +65,7 @@ func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string
 	}
 }
 
-func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string), resync func()) error {
+func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string), resync func() error) error {
 	conn, err := pgx.Connect(ctx, db.url)
 	if err != nil {
 		return fmt.Errorf("connecting to listen: %w", err)
@@ -73,7 +75,9 @@ func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string), r
 		return fmt.Errorf("listening on %s: %w", channel, err)
 	}
 	if resync != nil {
-		resync()
+		if err := resync(); err != nil {
+			return err
+		}
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)

@@ -21,10 +21,11 @@ func TestNotifyReachesOtherReplicas(t *testing.T) {
 	got := make(chan string, 4)
 	var resyncs atomic.Int32
 	ready := make(chan struct{})
-	go b.Listen(ctx, "test_changes", func(p string) { got <- p }, func() {
+	go b.Listen(ctx, "test_changes", func(p string) { got <- p }, func() error {
 		if resyncs.Add(1) == 1 {
 			close(ready)
 		}
+		return nil
 	}, func(err error) { t.Logf("listen: %v", err) })
 	select {
 	case <-ready:
