@@ -110,7 +110,7 @@ type Callers struct {
 	sourceOf func(*http.Request) string
 
 	mu sync.RWMutex
-	// byHash maps the token's hash (tokenKeyOf) to the cached caller, bounded
+	// byHash maps the token's hash (tenants.TokenDigest) to the cached caller, bounded
 	// by the cache budget and TTL (SetCache).
 	byHash *callerCache
 	// gen increases on every invalidation, so that a lookup that raced with
@@ -207,11 +207,6 @@ const (
 // so that reading them allocates nothing (a hex string of it, the stored
 // form, was made per request).
 type tokenKey [sha256.Size]byte
-
-func tokenKeyOf(token string) tokenKey {
-	var in [128]byte // hashed on the stack, as tenants.HashToken does
-	return sha256.Sum256(append(in[:0], token...))
-}
 
 // callerCache holds authenticated callers by token hash, least recently
 // used first out, bounded by the bytes they are estimated to hold and by
@@ -347,7 +342,7 @@ func (c *Callers) Authenticate(ctx context.Context, r *http.Request, tenantSlug 
 	if c.jwt != nil && looksLikeJWT(token) {
 		return c.authenticateJWT(ctx, r, token, tenantSlug)
 	}
-	hash := tokenKeyOf(token)
+	hash := tokenKey(tenants.TokenDigest(token))
 
 	c.mu.RLock()
 	entry, _ := c.byHash.Get(hash)

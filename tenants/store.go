@@ -588,15 +588,22 @@ func (s *Store) deleteInstance(ctx context.Context, tenant switchboard.TenantID,
 // recognisable by secret scanners.
 const TokenPrefix = "sbc_"
 
-// HashToken is the stored form of a bearer credential.
+// HashToken is the stored form of a bearer credential: TokenDigest,
+// hex-encoded.
 func HashToken(token string) string {
-	// Hashed and hex-encoded on the stack (every authenticated call
-	// hashes its credential): one allocation, the result.
-	var in [128]byte
-	h := sha256.Sum256(append(in[:0], token...))
+	// Hex-encoded on the stack (every authenticated call hashes its
+	// credential): one allocation, the result.
+	h := TokenDigest(token)
 	var out [2 * sha256.Size]byte
 	hex.Encode(out[:], h[:])
 	return string(out[:])
+}
+
+// TokenDigest is the SHA-256 of a bearer credential, hashed on the stack
+// (no allocation): HashToken's digest, for caches keyed by it.
+func TokenDigest(token string) [sha256.Size]byte {
+	var in [128]byte
+	return sha256.Sum256(append(in[:0], token...))
 }
 
 // NewToken returns a fresh credential: the prefix and 256 random bits.
