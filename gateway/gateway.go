@@ -245,15 +245,24 @@ const maxSpecs = 4096
 // decrypted fields (a call in flight keeps its own reference) and its
 // hosted-server connection.
 func (t *Target) evict() {
-	t.held.Store(nil)
-	t.users.clear()
-	if c := t.remote.Swap(closedRemote); c != nil && c != closedRemote {
+	if c := t.release(); c != nil {
 		c.Close()
 	}
 	if t.local != nil {
 		tenant, slug := string(t.Instance.TenantID), t.Instance.Slug
 		t.local.Stop(func(k mcplocal.Key) bool { return k.Tenant == tenant && k.Instance == slug })
 	}
+}
+
+// release drops the target's decrypted fields and returns its live
+// hosted-server connection, nil when it has none, for the caller to end.
+func (t *Target) release() *mcpremote.Conn {
+	t.held.Store(nil)
+	t.users.clear()
+	if c := t.remote.Swap(closedRemote); c != nil && c != closedRemote {
+		return c
+	}
+	return nil
 }
 
 // Close ends what the gateway holds open to the servers it proxies, at
@@ -267,9 +276,7 @@ func (t *Target) evict() {
 func (g *Gateway) Close() {
 	var wg sync.WaitGroup
 	for _, t := range g.targets.drain() {
-		t.held.Store(nil)
-		t.users.clear()
-		if c := t.remote.Swap(closedRemote); c != nil && c != closedRemote {
+		if c := t.release(); c != nil {
 			wg.Go(c.Shutdown)
 		}
 	}
