@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -106,11 +107,15 @@ func checkMiss(t testing.TB, known map[string]bool, task string, missed bool, de
 // server loads it: the six shared descriptions (each with an API key, its
 // base URL a field, and its operation-level servers called at that URL
 // too, so that no call leaves loopback) and the built-in GitHub and Slack
-// connectors' folders as they are.
+// connectors' folders as they are. Its descriptions are not compiled
+// again: the catalog takes targets' registries (compiled from the same
+// bytes by evalTenant) and keeps them in the compact form as the server
+// does.
 func agentCatalog(t *testing.T, targets []*gateway.Target) *registry.Catalog {
 	t.Helper()
 	dir := specstest.Dir(t)
 	files := map[string]string{}
+	compiled := map[string]*registry.Spec{}
 	for i, in := range evalInstances {
 		f, shared := strings.CutPrefix(in.file, "shared:")
 		if !shared {
@@ -127,6 +132,7 @@ func agentCatalog(t *testing.T, targets []*gateway.Target) *registry.Catalog {
 			if err != nil {
 				t.Fatal(err)
 			}
+			compiled[files[in.id+"/openapi.json"]] = targets[i].Connector.Spec
 			continue
 		}
 		spec, err := os.ReadFile(filepath.Join(dir, f))
@@ -158,8 +164,22 @@ func agentCatalog(t *testing.T, targets []*gateway.Target) *registry.Catalog {
 		}
 		files[in.id+"/connector.json"] = string(b)
 		files[in.id+"/openapi"+filepath.Ext(f)] = string(spec)
+		compiled[string(spec)] = targets[i].Connector.Spec
 	}
-	return registrytest.Load(t, files)
+	reuse := func(spec, _ []byte) (*registry.Spec, error) {
+		if s, ok := compiled[string(spec)]; ok {
+			return s, nil
+		}
+		return nil, errors.New("a description evalTenant did not compile")
+	}
+	cat, err := registry.LoadCatalogWith(os.DirFS(registrytest.Write(t, files)), reuse, registry.LoadOptions{Compiled: &registry.Compiled{}})
+	if err != nil {
+		t.Fatalf("LoadCatalog: %v", err)
+	}
+	if p := cat.Problems(); len(p) > 0 {
+		t.Fatalf("catalog problems: %v", p)
+	}
+	return cat
 }
 
 // opByID finds instance:operationId among targets.
