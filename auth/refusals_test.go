@@ -140,8 +140,6 @@ func touched(t *testing.T, db *database.DB, n int) {
 	}
 }
 
-// subscribedCallers returns the tenant service of a store with the tenant
-// acme, and an authenticator subscribed to its changes.
 // authCost is the statements one authentication of tok at acme costs.
 func authCost(t *testing.T, db *database.DB, callers *auth.Callers, tok string) int64 {
 	t.Helper()
@@ -152,6 +150,8 @@ func authCost(t *testing.T, db *database.DB, callers *auth.Callers, tok string) 
 	return db.Statements() - before
 }
 
+// subscribedCallers returns the tenant service of a store with the tenant
+// acme, and an authenticator subscribed to its changes.
 func subscribedCallers(t *testing.T, db *database.DB) (*tenants.Service, *auth.Callers) {
 	_, svc := tenantService(t, db, "acme")
 	callers := auth.NewCallers(svc.Store())
@@ -168,6 +168,15 @@ func issueCron(t *testing.T, svc *tenants.Service) (*tenants.Caller, string) {
 	return c, tok.Reveal()
 }
 
+// issueCrons issues n cron callers of acme and returns their tokens.
+func issueCrons(t *testing.T, svc *tenants.Service, n int) []string {
+	tokens := make([]string, n)
+	for i := range tokens {
+		_, tokens[i] = issueCron(t, svc)
+	}
+	return tokens
+}
+
 // TestCallerCacheIsBounded authenticates more callers than a tiny budget
 // holds: the least recently used is looked up again, a recent one is not.
 func TestCallerCacheIsBounded(t *testing.T) {
@@ -175,11 +184,7 @@ func TestCallerCacheIsBounded(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		svc, callers := subscribedCallers(t, db)
 		callers.SetCache(1, time.Hour) // holds 8
-		var tokens []string
-		for range 10 {
-			_, tok := issueCron(t, svc)
-			tokens = append(tokens, tok)
-		}
+		tokens := issueCrons(t, svc, 10)
 		cost := func(tok string) int64 { return authCost(t, db, callers, tok) }
 		for _, tok := range tokens {
 			cost(tok)
@@ -205,11 +210,7 @@ func TestCallerCacheCountsBytes(t *testing.T) {
 		ctx := context.Background()
 		svc, callers := subscribedCallers(t, db)
 		callers.SetCache(16_000, time.Hour)
-		var small []string
-		for range 20 {
-			_, tok := issueCron(t, svc)
-			small = append(small, tok)
-		}
+		small := issueCrons(t, svc, 20)
 		subjects := make([]string, tenants.MaxExternalSubjects)
 		for i := range subjects {
 			subjects[i] = fmt.Sprintf("partner-%03d-%s", i, strings.Repeat("x", 100))
