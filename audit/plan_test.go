@@ -49,6 +49,9 @@ func TestSQLiteListingsReadTheirIndex(t *testing.T) {
 			}
 			plan = append(plan, detail)
 		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
 		rows.Close()
 		got := strings.Join(plan, "; ")
 		if !strings.Contains(got, "INDEX "+c.index+" ") || strings.Contains(got, "TEMP B-TREE") {
