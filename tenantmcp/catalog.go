@@ -145,7 +145,8 @@ func (s *Server) search(ctx context.Context, cat *catalog, args SearchArgs, guid
 	matched := false
 	var chosen []*gateway.Target
 	var indexes []*Index
-	var named []string
+	var named []string // the ids, names and slugs of the instances q names
+	var isNamed []bool // whether q names chosen[i]
 	for _, t := range cat.targets {
 		m := &t.Connector.Manifest
 		if args.Connector != "" && strings.TrimPrefix(args.Connector, "connector:") != m.ID {
@@ -168,7 +169,9 @@ func (s *Server) search(ctx context.Context, cat *catalog, args SearchArgs, guid
 		}
 		chosen = append(chosen, t)
 		indexes = append(indexes, s.indexes.Of(t.Connector))
-		if q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug) {
+		n := q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug)
+		isNamed = append(isNamed, n)
+		if n {
 			named = append(named, m.ID, m.Name, t.Instance.Slug)
 		}
 	}
@@ -179,11 +182,9 @@ func (s *Server) search(ctx context.Context, cat *catalog, args SearchArgs, guid
 	}
 	var hits []scored
 	for i, t := range chosen {
-		m := &t.Connector.Manifest
-		named := q.Mentions(m.ID) || q.Mentions(m.Name) || q.Mentions(t.Instance.Slug)
 		for _, h := range indexes[i].Search(scoring, corpus, filter) {
 			hits = append(hits, scored{address: t.Instance.Slug + "." + h.Entity.Name + "." + h.Action.Name,
-				target: t, entity: h.Entity, action: h.Action, score: h.Score, named: named})
+				target: t, entity: h.Entity, action: h.Action, score: h.Score, named: isNamed[i]})
 		}
 	}
 	for _, u := range cat.unavailable {
