@@ -153,8 +153,6 @@ type connServer struct {
 	statelessMeta []byte
 	// entities are the tools' entities, by tool name.
 	entities map[string]*registry.Entity
-	// bridges are the MCP Apps views' bridge tools, by name (apps.go).
-	bridges map[string]*registry.App
 	// listBytes is the size of the tools/list result,
 	// {"tools":[...]}: what the context budget is compared with.
 	listBytes int
@@ -817,14 +815,10 @@ func (h *handler) newServer(key string, conn *registry.Connector) *connServer {
 	}
 	cs.listBytes = registry.MCPToolsListSize(declared)
 	for _, app := range conn.Apps {
-		if cs.bridges == nil {
-			cs.bridges = map[string]*registry.App{}
-		}
 		bt := bridgeTool(app)
 		s.AddTool(bt, h.bridgeHandler(app))
 		cs.listBytes += toolBytes(bt) + toolBytes(&sdk.Tool{Meta: uiMeta(app.URI, "model")}) - toolBytes(&sdk.Tool{})
 		s.AddResource(appResource(app), appRead(app))
-		cs.bridges[app.Bridge.Name] = app
 	}
 	if src != nil {
 		s.AddTool(knowledgeTool(src), func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
