@@ -208,6 +208,10 @@ type authorized struct {
 	// credential at all), reading the knowledge source.
 	person bool
 	source *knowledge.Source
+	// srv is the connector's server once servesMeta has looked it up
+	// (ServeHTTP, before the request is shared): serverFor then takes
+	// no lock a second time.
+	srv *connServer
 }
 
 // extra is the TokenInfo.Extra map tool handlers read.
@@ -716,6 +720,9 @@ func (h *handler) getServer(r *http.Request) *sdk.Server {
 
 // serverFor returns the connector's server, built on first use.
 func (h *handler) serverFor(a *authorized) *connServer {
+	if a.srv != nil {
+		return a.srv
+	}
 	conn := a.target.Connector
 	key := serverKey{conn.Manifest.ID, conn.Manifest.Version}
 	h.mu.Lock()
@@ -846,7 +853,8 @@ func (h *handler) servesMeta(a *authorized) bool {
 	case tenants.ToolsList:
 		return false
 	}
-	return h.serverFor(a).listBytes > h.contextBudget(t.Tenant)
+	a.srv = h.serverFor(a)
+	return a.srv.listBytes > h.contextBudget(t.Tenant)
 }
 
 // contextBudget is the tenant's context budget: its own, else the
