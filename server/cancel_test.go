@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,13 +67,7 @@ func newWaitingUpstream(t *testing.T, stateless bool) *waitingUpstream {
 // nothing.
 func TestForwardedCancellation(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("no node for the mcp_local server")
-	}
-	script, err := filepath.Abs(filepath.Join("testdata", "mcplocal", "server.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := testServerScript(t)
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()

@@ -83,11 +83,30 @@ func npmServer(t *testing.T, pkg string) string {
 		}
 		t.Skipf("npm server %s not available: %v", pkg, err)
 	}
+	requireNode(t)
+	return script
+}
+
+// requireNode skips t when node is not installed, and fails it under
+// CI=true.
+func requireNode(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("node is not installed")
 		}
 		t.Skip("node is not installed")
+	}
+}
+
+// testServerScript returns the absolute path of the package's own
+// mcp_local test server (testdata/mcplocal/server.js), which node runs.
+func testServerScript(t *testing.T) string {
+	t.Helper()
+	requireNode(t)
+	script, err := filepath.Abs(filepath.Join("testdata", "mcplocal", "server.js"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return script
 }

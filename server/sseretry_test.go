@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,13 +25,7 @@ import (
 // caller's does not.
 func TestForwardedStreamRetryField(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("no node for the mcp_local server")
-	}
-	script, err := filepath.Abs(filepath.Join("testdata", "mcplocal", "server.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	script := testServerScript(t)
 	dbtest.Run(t, func(t *testing.T, db *database.DB) {
 		ctx := context.Background()
 		up := sdk.NewServer(&sdk.Implementation{Name: "hosted", Version: "1"}, nil)
