@@ -37,18 +37,25 @@ func (h *handler) checkForwardedParamHeaders(ctx context.Context, r *http.Reques
 	if env.method != "tools/call" || !forwards(t.Connector) || r.Header.Get(headerVersion) != versionStateless {
 		return ""
 	}
-	var params struct {
-		Name      string                     `json:"name"`
-		Arguments map[string]json.RawMessage `json:"arguments"`
-	}
-	if json.Unmarshal(env.params, &params) != nil || params.Name == "" {
+	name, _ := toolName(env)
+	if name == "" {
 		return ""
 	}
 	list, err := h.g.RemoteToolList(ctx, t, p)
 	if err != nil {
 		return ""
 	}
-	return checkParamBindings(r.Header, params.Arguments, list.Bindings(params.Name))
+	bindings := list.Bindings(name)
+	if len(bindings) == 0 {
+		return "" // most tools: the arguments are not decoded
+	}
+	var params struct {
+		Arguments map[string]json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(env.params, &params) != nil {
+		return ""
+	}
+	return checkParamBindings(r.Header, params.Arguments, bindings)
 }
 
 // checkParamBindings checks each binding's header against its argument:
