@@ -9,11 +9,10 @@ import (
 
 // ToolList is a proxied server's tool list as its instance caches it:
 // the tools, and what the checks of a call read from them, worked out
-// once per listing rather than per call: the tools by name, and each
-// tool's x-mcp-header bindings (SEP-2243), read from its input schema.
+// once per listing rather than per call: each tool's x-mcp-header
+// bindings (SEP-2243), read from its input schema.
 type ToolList struct {
 	Tools    []*sdk.Tool
-	byName   map[string]*sdk.Tool
 	bindings map[string][]ParamBinding
 }
 
@@ -22,15 +21,16 @@ func NewToolList(tools []*sdk.Tool) *ToolList {
 	if tools == nil {
 		tools = []*sdk.Tool{}
 	}
-	l := &ToolList{Tools: tools, byName: make(map[string]*sdk.Tool, len(tools))}
+	l := &ToolList{Tools: tools}
+	seen := make(map[string]bool, len(tools))
 	for _, tool := range tools {
 		if tool == nil {
 			continue
 		}
-		if _, dup := l.byName[tool.Name]; dup {
+		if seen[tool.Name] {
 			continue // the first of a name, as a scan of the list finds
 		}
-		l.byName[tool.Name] = tool
+		seen[tool.Name] = true
 		if b := paramBindings(tool); len(b) > 0 {
 			if l.bindings == nil {
 				l.bindings = map[string][]ParamBinding{}
@@ -39,12 +39,6 @@ func NewToolList(tools []*sdk.Tool) *ToolList {
 		}
 	}
 	return l
-}
-
-// Tool returns the tool named name.
-func (l *ToolList) Tool(name string) (*sdk.Tool, bool) {
-	t, ok := l.byName[name]
-	return t, ok
 }
 
 // Bindings returns the x-mcp-header bindings of the tool named name (none
