@@ -26,16 +26,6 @@ const proxyManifest = `{
   "mcp_config": {"url": "{ENV:MCP_URL}"}
 }`
 
-// agentHeaders authenticates an agent platform's requests.
-type agentHeaders struct{ token string }
-
-func (a agentHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+a.token)
-	r.Header.Set("X-Agent-Id", "agent-1")
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // TestShutdownClosesRemoteSessions: a server built as serve builds it
 // holds a client session to the hosted server of an mcp_remote instance,
 // with the listen stream the SDK's client keeps open to a 2026-07-28
@@ -97,7 +87,7 @@ func TestShutdownClosesRemoteSessions(t *testing.T) {
 		client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1"}, nil)
 		sess, err := client.Connect(ctx, &sdk.StreamableClientTransport{
 			Endpoint:   "http://" + ln.Addr().String() + "/workspaces/acme/webhooks/hosted.mcp",
-			HTTPClient: &http.Client{Transport: agentHeaders{token.Reveal()}}, MaxRetries: -1}, nil)
+			HTTPClient: &http.Client{Transport: headerTransport{"Authorization": "Bearer " + token.Reveal(), "X-Agent-Id": "agent-1"}}, MaxRetries: -1}, nil)
 		if err != nil {
 			t.Fatalf("Connect: %v", err)
 		}
