@@ -21,7 +21,12 @@
 // token (clientCredentials) from a token endpoint in the upstream's
 // process instead of an API key.
 //
-//	go run ./bench/overhead [-rounds 6] [-duration 2s] [-clients 16] [-postgres] [-oauth] [-gate 0.8]
+// With -compare-bin and/or -compare-env a second Switchboard server
+// (another build, or the same one with other settings such as
+// GOMAXPROCS=1) is a fourth contender, switchboard-b, in the same
+// alternating rounds: a before/after comparison under the same load.
+//
+//	go run ./bench/overhead [-rounds 6] [-duration 2s] [-clients 16] [-postgres] [-oauth] [-gate 0.8] [-compare-bin B] [-compare-env K=V,...]
 //
 // Only loopback is used.
 package main
@@ -41,6 +46,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +69,8 @@ func main() {
 	postgres := flag.Bool("postgres", false, "use a fresh PostgreSQL database (at SWITCHBOARD_TEST_DATABASE_URL or 127.0.0.1:5432) as the store")
 	oauth := flag.Bool("oauth", false, "the instance authenticates upstream with a cached OAuth token (clientCredentials against a loopback token endpoint) instead of an API key")
 	gate := flag.Float64("gate", 0, "exit 1 when Switchboard's throughput is below this fraction of the forwarder's (0: report only)")
+	compareBin := flag.String("compare-bin", "", "a second switchboard binary, measured as a fourth contender (switchboard-b) in the same alternating rounds: a before/after comparison in one run")
+	compareEnv := flag.String("compare-env", "", "comma-separated KEY=VALUE settings of switchboard-b's environment (with -compare-bin, or alone to run the same binary with them, e.g. GOMAXPROCS=1)")
 	serveUpstream := flag.String("serve-upstream", "", "internal: serve the no-op upstream on this loopback address and nothing else")
 	serveForwarder := flag.String("serve-forwarder", "", "internal: serve the naive forwarder on this loopback address")
 	forwardTo := flag.String("forward-to", "", "internal: the forwarder's upstream URL")
@@ -84,7 +92,14 @@ func main() {
 	if *profileClients <= 0 {
 		*profileClients = *clients
 	}
-	ok, err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile, *profileClients, *postgres, *oauth, *gate)
+	var compare *variant
+	if *compareBin != "" || *compareEnv != "" {
+		compare = &variant{bin: *compareBin}
+		if *compareEnv != "" {
+			compare.env = strings.Split(*compareEnv, ",")
+		}
+	}
+	ok, err := run(*rounds, *duration, *latencyN, *clients, *bin, *profile, *profileClients, *postgres, *oauth, *gate, compare)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
@@ -95,7 +110,14 @@ func main() {
 	}
 }
 
-func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile string, profileClients int, postgres, oauth bool, gate float64) (bool, error) {
+// variant is a second Switchboard server measured beside the first: its
+// binary ("" for the same one) and extra environment.
+type variant struct {
+	bin string
+	env []string
+}
+
+func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile string, profileClients int, postgres, oauth bool, gate float64, compare *variant) (bool, error) {
 	dir, err := os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
 		return false, err
@@ -142,90 +164,42 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		return false, err
 	}
 
-	addr, err := rig.LoopbackAddr()
-	if err != nil {
-		return false, err
-	}
-	base := "http://" + addr
-	const adminToken = "bench-operator-token"
-	args := []string{"serve", "--addr", addr, "--data-dir", filepath.Join(dir, "data"),
-		"--allow-upstream-cidrs", "127.0.0.1/32", "--log-level", "error"}
 	debugAddr := ""
 	if profile != "" {
 		if debugAddr, err = rig.LoopbackAddr(); err != nil {
 			return false, err
 		}
-		args = append(args, "--debug-addr", debugAddr)
 	}
 	mode := "apiKey"
+	catDir := ""
 	if oauth {
 		// The built-in GitHub connector with the clientCredentials mode
 		// added: the server fetches a token from the upstream process's
 		// token endpoint once, then calls with the cached token.
-		catDir := filepath.Join(dir, "catalog")
+		catDir = filepath.Join(dir, "catalog")
 		if err := oauthCatalog(catDir); err != nil {
 			return false, err
 		}
-		args = append(args, "--catalog", catDir)
 		mode = "clientCredentials (cached OAuth token)"
 	}
-	srv := exec.Command(bin, args...)
-	srv.Env = append(os.Environ(), "SWITCHBOARD_ADMIN_TOKEN="+adminToken)
 	store := "sqlite (embedded)"
 	if postgres {
-		dbURL, drop, err := rig.FreshPostgres(fmt.Sprintf("switchboard_bench_%d", os.Getpid()))
-		if err != nil {
-			return false, err
-		}
-		defer drop()
-		srv.Env = append(srv.Env, "SWITCHBOARD_DATABASE_URL="+dbURL)
 		store = "postgres"
-		migrate := exec.Command(bin, "migrate", "--data-dir", filepath.Join(dir, "data"))
-		migrate.Env, migrate.Stdout, migrate.Stderr = srv.Env, io.Discard, os.Stderr
-		if err := migrate.Run(); err != nil {
-			return false, fmt.Errorf("migrating the bench database: %w", err)
-		}
 	}
-	srv.Stdout, srv.Stderr = io.Discard, os.Stderr
-	if err := srv.Start(); err != nil {
-		return false, err
-	}
-	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
-	if err := rig.WaitReady(base, 30*time.Second); err != nil {
-		return false, err
-	}
-
-	admin := func(method, path string, body any) (map[string]any, error) {
-		return rig.Admin(base, adminToken, method, path, body)
-	}
-	if _, err := admin("POST", "/v1/tenants", map[string]any{"slug": "bench", "name": "Bench"}); err != nil {
-		return false, err
-	}
-	caller, err := admin("POST", "/v1/tenants/bench/callers", map[string]any{"name": "bench", "kind": "agent-platform"})
+	srv, err := startServer(bin, filepath.Join(dir, "data"), nil, serverSetup{upstreamURL: upstreamURL, debugAddr: debugAddr,
+		catalog: catDir, postgres: postgres, oauth: oauth})
+	defer srv.stop()
 	if err != nil {
 		return false, err
 	}
-	token, _ := caller["token"].(string)
-	instance := map[string]any{
-		"connector_id": "github", "auth_mode": "apiKey", "agents": []string{"bench-agent"},
-		"fields": map[string]any{"GITHUB_TOKEN": "bench-upstream-key", "GITHUB_API_URL": upstreamURL},
-	}
-	if oauth {
-		instance["auth_mode"] = "clientCredentials"
-		instance["fields"] = map[string]any{"CLIENT_ID": "bench-client", "CLIENT_SECRET": "bench-client-secret",
-			"TOKEN_URL": upstreamURL + tokenPath, "GITHUB_API_URL": upstreamURL}
-	}
-	if _, err := admin("PUT", "/v1/tenants/bench/instances/gh", instance); err != nil {
-		return false, err
-	}
-
+	base, token := srv.base, srv.token
 	mcpURL := base + "/workspaces/bench/webhooks/gh.mcp"
 	callBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"repositories","arguments":{"action":"get","owner":"octo","repo":"hello"}}}`)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
 	// Every contender gets the same request (the forwarder and the
 	// upstream ignore what they do not need), so that the load generator's
 	// own cost is the same for all three.
-	post := func(url, want string) func() error {
+	post := func(url, token, want string) func() error {
 		return func() error {
 			req, _ := http.NewRequest("POST", url, bytes.NewReader(callBody))
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -237,9 +211,24 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		}
 	}
 	cs := []*contender{
-		{name: "direct", call: post(upstreamURL+"/repos/octo/hello", `"full_name"`)},
-		{name: "forwarder", call: post("http://"+fwdAddr+"/repos/octo/hello", `"full_name"`), pid: fwd.Process.Pid},
-		{name: "switchboard", call: post(mcpURL, `"full_name"`), pid: srv.Process.Pid},
+		{name: "direct", call: post(upstreamURL+"/repos/octo/hello", token, `"full_name"`)},
+		{name: "forwarder", call: post("http://"+fwdAddr+"/repos/octo/hello", token, `"full_name"`), pid: fwd.Process.Pid},
+		{name: "switchboard", call: post(mcpURL, token, `"full_name"`), pid: srv.cmd.Process.Pid},
+	}
+	if compare != nil {
+		b := compare.bin
+		if b == "" {
+			b = bin
+		}
+		srvB, err := startServer(b, filepath.Join(dir, "data-b"), compare.env, serverSetup{upstreamURL: upstreamURL,
+			catalog: catDir, postgres: postgres, oauth: oauth})
+		defer srvB.stop()
+		if err != nil {
+			return false, fmt.Errorf("switchboard-b: %w", err)
+		}
+		cs = append(cs, &contender{name: "switchboard-b", call: post(srvB.base+"/workspaces/bench/webhooks/gh.mcp", srvB.token, `"full_name"`),
+			pid: srvB.cmd.Process.Pid})
+		fmt.Printf("switchboard-b: %s %s\n", b, strings.Join(compare.env, " "))
 	}
 	// Warm up every path (caches, connections), and check the calls work.
 	for i := 0; i < 200; i++ {
@@ -289,7 +278,7 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		if err != nil {
 			return false, err
 		}
-		fmt.Printf("token requests to the loopback token endpoint: %s (switchboard calls: %d)\n", n, s.calls+s.latCalls)
+		fmt.Printf("token requests to the loopback token endpoint: %s (switchboard servers: %d; switchboard calls: %d)\n", n, len(cs)-2, s.calls+s.latCalls)
 	}
 	fmt.Printf("throughput forwarder / direct      %6.3f\n", f.medianThr/d.medianThr)
 	fmt.Printf("throughput switchboard / direct    %6.3f\n", s.medianThr/d.medianThr)
@@ -299,6 +288,11 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 	goal("added p99 switchboard / forwarder", ratio(s.p99-d.p99, f.p99-d.p99), "<=", 1.5)
 	goal("CPU/call switchboard / upstream", ratio(s.ownPerCall, s.upPerCall), "<=", 1.5)
 	fmt.Printf("CPU/call forwarder / upstream      %6.3f  (what a naive proxy costs, for scale)\n", ratio(f.ownPerCall, f.upPerCall))
+	if len(cs) > 3 {
+		b := cs[3]
+		fmt.Printf("switchboard-b: throughput / forwarder %.3f, added p50 / forwarder's %.3f, added p99 / forwarder's %.3f\n",
+			b.medianThr/f.medianThr, ratio(b.p50-d.p50, f.p50-d.p50), ratio(b.p99-d.p99, f.p99-d.p99))
+	}
 	for _, c := range cs[1:] {
 		if c.latCalls > 0 {
 			fmt.Printf("CPU/call at one client, %-11s %s\n", c.name, (c.latCPU / time.Duration(c.latCalls)).Round(100*time.Nanosecond))
@@ -334,6 +328,105 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		fmt.Printf("gate: throughput switchboard / forwarder %.3f, must be >= %.2f: %s\n", thrRatio, gate, mark)
 	}
 	return gate <= 0 || thrRatio >= gate, nil
+}
+
+// serverSetup is how a Switchboard server of the run is started and
+// provisioned.
+type serverSetup struct {
+	upstreamURL string
+	debugAddr   string // "" for none
+	catalog     string // "" for the built-in one
+	postgres    bool
+	oauth       bool
+}
+
+// server is a started Switchboard with the bench tenant, caller and
+// GitHub instance: base URL and the caller's token.
+type server struct {
+	cmd         *exec.Cmd
+	base, token string
+	drop        func()
+}
+
+// stop stops the server and drops its database; safe on a partly
+// started server.
+func (s *server) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(os.Interrupt)
+		s.cmd.Wait()
+	}
+	if s.drop != nil {
+		s.drop()
+	}
+}
+
+// startServer starts bin serve on a fresh data directory (and database,
+// with PostgreSQL), extra added to its environment, and provisions it.
+func startServer(bin, dataDir string, extra []string, o serverSetup) (*server, error) {
+	s := &server{}
+	addr, err := rig.LoopbackAddr()
+	if err != nil {
+		return s, err
+	}
+	s.base = "http://" + addr
+	const adminToken = "bench-operator-token"
+	args := []string{"serve", "--addr", addr, "--data-dir", dataDir,
+		"--allow-upstream-cidrs", "127.0.0.1/32", "--log-level", "error"}
+	if o.debugAddr != "" {
+		args = append(args, "--debug-addr", o.debugAddr)
+	}
+	if o.catalog != "" {
+		args = append(args, "--catalog", o.catalog)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "SWITCHBOARD_ADMIN_TOKEN="+adminToken)
+	if o.postgres {
+		dbURL, drop, err := rig.FreshPostgres(fmt.Sprintf("switchboard_bench_%d_%s", os.Getpid(), strings.ReplaceAll(filepath.Base(dataDir), "-", "_")))
+		if err != nil {
+			return s, err
+		}
+		s.drop = drop
+		cmd.Env = append(cmd.Env, "SWITCHBOARD_DATABASE_URL="+dbURL)
+		migrate := exec.Command(bin, "migrate", "--data-dir", dataDir)
+		migrate.Env, migrate.Stdout, migrate.Stderr = cmd.Env, io.Discard, os.Stderr
+		if err := migrate.Run(); err != nil {
+			return s, fmt.Errorf("migrating the bench database: %w", err)
+		}
+	}
+	cmd.Env = append(cmd.Env, extra...)
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return s, err
+	}
+	s.cmd = cmd
+	if err := rig.WaitReady(s.base, 30*time.Second); err != nil {
+		return s, err
+	}
+
+	admin := func(method, path string, body any) (map[string]any, error) {
+		return rig.Admin(s.base, adminToken, method, path, body)
+	}
+	if _, err := admin("POST", "/v1/tenants", map[string]any{"slug": "bench", "name": "Bench"}); err != nil {
+		return s, err
+	}
+	caller, err := admin("POST", "/v1/tenants/bench/callers", map[string]any{"name": "bench", "kind": "agent-platform"})
+	if err != nil {
+		return s, err
+	}
+	s.token, _ = caller["token"].(string)
+	instance := map[string]any{
+		"connector_id": "github", "auth_mode": "apiKey", "agents": []string{"bench-agent"},
+		"fields": map[string]any{"GITHUB_TOKEN": "bench-upstream-key", "GITHUB_API_URL": o.upstreamURL},
+	}
+	if o.oauth {
+		instance["auth_mode"] = "clientCredentials"
+		instance["fields"] = map[string]any{"CLIENT_ID": "bench-client", "CLIENT_SECRET": "bench-client-secret",
+			"TOKEN_URL": o.upstreamURL + tokenPath, "GITHUB_API_URL": o.upstreamURL}
+	}
+	if _, err := admin("PUT", "/v1/tenants/bench/instances/gh", instance); err != nil {
+		return s, err
+	}
+	return s, nil
 }
 
 // contender is one way of making the call, and what was measured of it.
@@ -461,20 +554,21 @@ func tokenRequests(upstreamURL string) (string, error) {
 // modes (client id, client secret and token URL are instance fields).
 func oauthCatalog(dir string) error {
 	src := catalog.FS()
-	folder := filepath.Join(dir, "github")
-	if err := os.MkdirAll(folder, 0o755); err != nil {
-		return err
-	}
-	files, err := fs.ReadDir(src, "github")
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		b, err := fs.ReadFile(src, "github/"+f.Name())
+	// Every file of the connector's folder, its subfolders (apps/)
+	// included.
+	err := fs.WalkDir(src, "github", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if f.Name() == "connector.json" {
+		to := filepath.Join(dir, filepath.FromSlash(name))
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := fs.ReadFile(src, name)
+		if err != nil {
+			return err
+		}
+		if name == "github/connector.json" {
 			var m map[string]any
 			if err := json.Unmarshal(b, &m); err != nil {
 				return err
@@ -494,9 +588,10 @@ func oauthCatalog(dir string) error {
 				return err
 			}
 		}
-		if err := os.WriteFile(filepath.Join(folder, f.Name()), b, 0o644); err != nil {
-			return err
-		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		return err
 	}
 	idx, err := registry.ReadIndex(src)
 	if err != nil {
