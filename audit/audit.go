@@ -67,9 +67,11 @@ type Store struct {
 
 	// inserts are the SQLite INSERTs of 1, 2, 4 ... sqliteRows rows,
 	// prepared on first use and kept (database/sql keeps each prepared
-	// on every connection that ran it), so a batch compiles none.
+	// on every connection that ran it), so a batch compiles none; usage
+	// is the SQLite upsert of the usage rollup, kept likewise.
 	insertsMu sync.Mutex
 	inserts   [sqliteSizes]*sql.Stmt
+	usage     *sql.Stmt
 }
 
 // NewStore returns a store over db.
@@ -97,7 +99,10 @@ func clip(s string) string {
 
 // Insert writes entries in one transaction. Entries without an ID or a
 // time get one. A row whose ID is already stored is skipped, so replaying
-// a batch (from the spool, after an uncertain commit) writes each row once.
+// a batch (from the spool, after an uncertain commit) writes each row once
+// (the stores compare the key the row was stored under, the ID with the
+// time, and on SQLite the tenant: a replayed row has all three of its
+// first write).
 //
 // Rows go in as few statements as possible, since the statement count,
 // not the row count, was most of the audit's cost under load (a quarter
@@ -123,11 +128,11 @@ func (s *Store) Insert(ctx context.Context, entries []Entry) error {
 	}
 	// The statements are prepared before the transaction takes its
 	// connection: preparing on the pool needs one of its own.
-	stmts, err := s.sqliteInserts(ctx, len(entries))
+	stmts, usage, err := s.sqliteInserts(ctx, len(entries))
 	if err != nil {
 		return err
 	}
-	return s.db.InTx(ctx, func(tx *sql.Tx) error { return insertSQLite(ctx, tx, stmts, entries) })
+	return s.db.InTx(ctx, func(tx *sql.Tx) error { return insertSQLite(ctx, tx, stmts, usage, entries) })
 }
 
 const insertColumns = `INSERT INTO audit_log
@@ -182,14 +187,21 @@ const (
 
 // sqliteInserts returns the prepared INSERTs of 1, 2, 4 ... sqliteRows
 // rows that a batch of n rows needs (the others may be nil), preparing
-// those not prepared yet. A batch's last rows, fewer than sqliteRows, go
+// those not prepared yet, and the usage rollup's upsert. A batch's last rows, fewer than sqliteRows, go
 // in statements of the powers of two they add up to: statements of every
 // other size would each be compiled for one use (a statement of 64 rows
 // is about 300 µs to compile, 1.4 % of the server's CPU under load on
 // SQLite, bench/overhead -server-profile).
-func (s *Store) sqliteInserts(ctx context.Context, n int) (*[sqliteSizes]*sql.Stmt, error) {
+func (s *Store) sqliteInserts(ctx context.Context, n int) (*[sqliteSizes]*sql.Stmt, *sql.Stmt, error) {
 	s.insertsMu.Lock()
 	defer s.insertsMu.Unlock()
+	if s.usage == nil {
+		st, err := s.db.PrepareContext(ctx, sqliteUsage)
+		if err != nil {
+			return nil, nil, fmt.Errorf("preparing audit usage upsert: %w", err)
+		}
+		s.usage = st
+	}
 	need := n % sqliteRows
 	if n >= sqliteRows {
 		need |= sqliteRows
@@ -200,18 +212,18 @@ func (s *Store) sqliteInserts(ctx context.Context, n int) (*[sqliteSizes]*sql.St
 		}
 		st, err := s.db.PrepareContext(ctx, sqliteInsert(1<<k))
 		if err != nil {
-			return nil, fmt.Errorf("preparing audit insert: %w", err)
+			return nil, nil, fmt.Errorf("preparing audit insert: %w", err)
 		}
 		s.inserts[k] = st
 	}
 	stmts := s.inserts
-	return &stmts, nil
+	return &stmts, s.usage, nil
 }
 
 // insertSQLite writes entries in multi-row INSERTs of sqliteRows rows, the
-// rest in INSERTs of the powers of two below it, with stmts (from
-// sqliteInserts) run in tx.
-func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt, entries []Entry) error {
+// rest in INSERTs of the powers of two below it, and counts them into the
+// usage rollup, with stmts and usage (from sqliteInserts) run in tx.
+func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt, usageStmt *sql.Stmt, entries []Entry) error {
 	args := make([]any, 0, 13*min(len(entries), sqliteRows))
 	taken := make(map[string]bool, len(entries))
 	usage := map[usageKey]int64{}
@@ -269,7 +281,7 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 			}
 		}
 	}
-	return addUsageSQLite(ctx, tx, usage)
+	return addUsageSQLite(ctx, tx.StmtContext(ctx, usageStmt), usage)
 }
 
 // dayCache formats UTC days (time.DateOnly), the last one remembered:
@@ -297,17 +309,15 @@ func isChange(e *Entry) bool {
 	return (e.Tool == "members" || e.Tool == "admin") && e.Caller == ""
 }
 
-// addUsageSQLite adds counts to the usage rollup.
-func addUsageSQLite(ctx context.Context, tx *sql.Tx, usage map[usageKey]int64) error {
-	if len(usage) == 0 {
-		return nil
-	}
-	st, err := tx.PrepareContext(ctx, `INSERT INTO audit_usage (tenant_id, day, instance, agent_id, outcome, calls)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (tenant_id, day, instance, agent_id, outcome) DO UPDATE SET calls = calls + excluded.calls`)
-	if err != nil {
-		return fmt.Errorf("counting audit usage: %w", err)
-	}
+// sqliteUsage adds a count to the usage rollup (OR FAIL: see
+// sqliteInsert).
+const sqliteUsage = `INSERT OR FAIL INTO audit_usage (tenant_id, day, instance, agent_id, outcome, calls)
+	VALUES (?, ?, ?, ?, ?, ?)
+	ON CONFLICT (tenant_id, day, instance, agent_id, outcome) DO UPDATE SET calls = calls + excluded.calls`
+
+// addUsageSQLite adds counts to the usage rollup with st, sqliteUsage in
+// the batch's transaction.
+func addUsageSQLite(ctx context.Context, st *sql.Stmt, usage map[usageKey]int64) error {
 	defer st.Close()
 	for k, n := range usage {
 		if _, err := st.ExecContext(ctx, k.tenant, k.day, k.instance, k.agent, k.outcome, n); err != nil {
@@ -318,9 +328,20 @@ func addUsageSQLite(ctx context.Context, tx *sql.Tx, usage map[usageKey]int64) e
 }
 
 // sqliteInsert is the INSERT of n rows with positional parameters.
+//
+// It is INSERT OR FAIL: a statement that may abort (ABORT, SQLite's
+// default for a NOT NULL violation) makes SQLite keep a statement journal
+// of every page it changes, so that the statement alone can be undone
+// inside the batch's transaction; the journal outgrew its 64 KiB in
+// memory and was written to a temporary file, about a fifth of the
+// insert's CPU. FAIL stops at the violation without undoing the
+// statement's earlier rows, and needs no journal: the error still fails
+// the batch, and its whole transaction is rolled back (database.InTx),
+// so a batch is still written entirely or not at all. A row whose key is
+// stored already is skipped (a replay), as before.
 func sqliteInsert(n int) string {
 	var b strings.Builder
-	b.WriteString(insertColumns)
+	b.WriteString(strings.Replace(insertColumns, "INSERT INTO", "INSERT OR FAIL INTO", 1))
 	b.WriteString(" VALUES ")
 	for i := range n {
 		if i > 0 {
@@ -328,7 +349,7 @@ func sqliteInsert(n int) string {
 		}
 		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
-	b.WriteString(" ON CONFLICT (id) DO NOTHING RETURNING id")
+	b.WriteString(" ON CONFLICT (tenant_id, at, id) DO NOTHING RETURNING id")
 	return b.String()
 }
 
@@ -478,7 +499,7 @@ func (s *Store) Page(ctx context.Context, tenant switchboard.TenantID, q Query) 
 		}
 		cur = &c
 	}
-	query, args := pageQuery(tenant, q, cur)
+	query, args := pageQuery(s.db.Dialect, tenant, q, cur)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return Page{Entries: []Entry{}}, fmt.Errorf("listing audit rows: %w", err)
@@ -533,9 +554,17 @@ func (s *Store) Page(ctx context.Context, tenant switchboard.TenantID, q Query) 
 }
 
 // pageQuery is the SQL of one page of tenant's rows for q, continuing from
-// cur when it is not nil, and its arguments. The page holds one row more
-// than q.Limit: it says whether there is a page beyond.
-func pageQuery(tenant switchboard.TenantID, q Query, cur *cursor) (string, []any) {
+// cur when it is not nil, and its arguments, for the dialect's store. The
+// page holds one row more than q.Limit: it says whether there is a page
+// beyond.
+//
+// On SQLite the audit log is clustered by (tenant_id, at, id) (migration
+// 0028): the table is the tenant's listing, in order, and SQLite, which
+// keeps no statistics here, prefers it to any index that would need a
+// lookup of the row, even when a filter has its own index. A filter by
+// agent or instance therefore names its index (INDEXED BY), so that a
+// page of a rare agent reads that agent's rows only.
+func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, cur *cursor) (string, []any) {
 	var (
 		where = []string{"tenant_id = $1"}
 		args  = []any{string(tenant)}
@@ -587,7 +616,16 @@ func pageQuery(tenant switchboard.TenantID, q Query, cur *cursor) (string, []any
 		where = append(where, "(at, id) "+op+" ("+arg(cur.at)+", "+arg(cur.id)+")")
 	}
 	limit := arg(q.Limit + 1)
+	from := "audit_log"
+	if dialect == database.SQLite {
+		switch {
+		case q.Agent != "":
+			from += " INDEXED BY audit_log_tenant_agent_at"
+		case q.Instance != "":
+			from += " INDEXED BY audit_log_tenant_instance_at"
+		}
+	}
 	return `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
-		tool, action, outcome, status, latency_us FROM audit_log
+		tool, action, outcome, status, latency_us FROM ` + from + `
 		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY ` + order + ` LIMIT ` + limit, args
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
 )
 
@@ -14,48 +15,86 @@ import (
 // first, without sorting the tenant's rows: SQLite's plan names the index
 // the filter matches and no temporary B-tree. The indexes are ascending
 // (migration 0025, cheaper to insert into); SQLite walks them backwards
-// for the newest-first order.
+// for the newest-first order. The table itself is keyed (tenant_id, at,
+// id) (migration 0028): its primary key is the tenant's listing, and the
+// filters without an index of their own (user, outcome, kind) walk it.
 func TestSQLiteListingsReadTheirIndex(t *testing.T) {
 	db := dbtest.SQLite(t)
 	older := &cursor{at: time.Unix(1_700_000_000, 0).UTC(), id: "aud_x"}
 	newer := &cursor{newer: true, at: older.at, id: older.id}
+	const pk = "PRIMARY KEY"
 	for _, c := range []struct {
 		name  string
 		q     Query
 		cur   *cursor
 		index string
 	}{
-		{"tenant", Query{}, nil, "audit_log_tenant_at"},
-		{"tenant, older page", Query{}, older, "audit_log_tenant_at"},
-		{"tenant, newer page", Query{}, newer, "audit_log_tenant_at"},
-		{"tenant, time range", Query{From: older.at.Add(-time.Hour), To: older.at}, nil, "audit_log_tenant_at"},
-		{"instance", Query{Instance: "gh"}, nil, "audit_log_tenant_instance_at"},
-		{"instance, older page", Query{Instance: "gh"}, older, "audit_log_tenant_instance_at"},
-		{"instance, newer page", Query{Instance: "gh"}, newer, "audit_log_tenant_instance_at"},
-		{"agent", Query{Agent: "bot"}, nil, "audit_log_tenant_agent_at"},
-		{"agent, older page", Query{Agent: "bot"}, older, "audit_log_tenant_agent_at"},
+		{"tenant", Query{}, nil, pk},
+		{"tenant, older page", Query{}, older, pk},
+		{"tenant, newer page", Query{}, newer, pk},
+		{"tenant, time range", Query{From: older.at.Add(-time.Hour), To: older.at}, nil, pk},
+		{"instance", Query{Instance: "gh"}, nil, "INDEX audit_log_tenant_instance_at"},
+		{"instance, older page", Query{Instance: "gh"}, older, "INDEX audit_log_tenant_instance_at"},
+		{"instance, newer page", Query{Instance: "gh"}, newer, "INDEX audit_log_tenant_instance_at"},
+		{"instance, time range", Query{Instance: "gh", From: older.at.Add(-time.Hour), To: older.at}, nil, "INDEX audit_log_tenant_instance_at"},
+		{"agent", Query{Agent: "bot"}, nil, "INDEX audit_log_tenant_agent_at"},
+		{"agent, older page", Query{Agent: "bot"}, older, "INDEX audit_log_tenant_agent_at"},
+		{"agent, newer page", Query{Agent: "bot"}, newer, "INDEX audit_log_tenant_agent_at"},
+		{"agent and instance", Query{Agent: "bot", Instance: "gh"}, older, "INDEX audit_log_tenant_agent_at"},
+		{"user", Query{User: "usr_1"}, nil, pk},
+		{"user, older page", Query{User: "usr_1"}, older, pk},
+		{"failed calls", Query{Outcome: OutcomeFailed, Kind: KindCalls}, nil, pk},
+		{"an outcome, newer page", Query{Outcome: "denied"}, newer, pk},
+		{"changes", Query{Kind: KindChanges}, older, pk},
 	} {
-		query, args := pageQuery("acme", c.q, c.cur)
-		rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		rows.Close()
-		got := strings.Join(plan, "; ")
-		if !strings.Contains(got, "INDEX "+c.index+" ") || strings.Contains(got, "TEMP B-TREE") {
+		query, args := pageQuery(db.Dialect, "acme", c.q, c.cur)
+		got := queryPlan(t, db, query, args...)
+		if !strings.Contains(got, "USING "+c.index+" (tenant_id=?") && !strings.Contains(got, "USING COVERING "+c.index+" (tenant_id=?") ||
+			strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan %q, want a walk of %s without a sort", c.name, got, c.index)
 		}
 	}
+}
+
+// Retention on the embedded store finds each tenant's oldest row with one
+// seek of the primary key and deletes a batch from the start of the
+// tenant's range: no scan, no sort.
+func TestSQLiteRetentionReadsThePrimaryKey(t *testing.T) {
+	db := dbtest.SQLite(t)
+	for _, c := range []struct {
+		name, query string
+		args        []any
+	}{
+		{"first tenant", retainFirst, []any{""}},
+		{"next tenant", retainNext, []any{"acme"}},
+		{"a batch", retainDelete, []any{"acme", time.Unix(1_700_000_000, 0).UTC(), retainBatch}},
+	} {
+		got := queryPlan(t, db, c.query, c.args...)
+		if !strings.Contains(got, "USING PRIMARY KEY (tenant_id") || strings.Contains(got, "SCAN") || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want seeks of the primary key", c.name, got)
+		}
+	}
+}
+
+// queryPlan is SQLite's plan of query, its steps joined by "; ".
+func queryPlan(t *testing.T, db *database.DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return strings.Join(plan, "; ")
 }

@@ -48,13 +48,20 @@ type RetainStats struct {
 // the partitions of this month and the next (so that rows never land in
 // the default partition), then drops every month whose end is past the
 // operator's retention, whole (a row is so kept for at most a month more
-// than the retention), and deletes the default partition's old rows in
-// batches. On SQLite, and for a tenant's shorter retention on both, old
-// rows are deleted in batches of retainBatch.
+// than the retention), and deletes the default partition's old rows, and
+// a tenant's older than its shorter retention, in batches of retainBatch.
+// On SQLite, whose audit log is clustered by (tenant_id, at, id), Retain
+// walks the tenants that have rows (those since deleted too), each from
+// its oldest row, and deletes each one's rows older than its retention in
+// batches of retainBatch (retainSQLite).
 func (s *Store) Retain(ctx context.Context, now time.Time) (RetainStats, error) {
 	var st RetainStats
 	now = now.UTC()
 	cutoff := now.AddDate(0, 0, -s.retentionDays())
+	short, err := s.shortRetention(ctx)
+	if err != nil {
+		return st, err
+	}
 	if s.db.Dialect == database.Postgres {
 		if err := s.makePartitions(ctx, now); err != nil {
 			return st, err
@@ -68,48 +75,99 @@ func (s *Store) Retain(ctx context.Context, now time.Time) (RetainStats, error) 
 			(SELECT id FROM audit_log_default WHERE at < $1 LIMIT $2)`, cutoff); err != nil {
 			return st, err
 		}
-	} else if err := s.deleteBatches(ctx, &st, `DELETE FROM audit_log WHERE id IN
-		(SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2)`, cutoff); err != nil {
+		for t, days := range short {
+			if err := s.deleteBatches(ctx, &st, `DELETE FROM audit_log WHERE (id, at) IN
+				(SELECT id, at FROM audit_log WHERE tenant_id = $1 AND at < $2 LIMIT $3)`, t, now.AddDate(0, 0, -days)); err != nil {
+				return st, err
+			}
+		}
+	} else if err := s.retainSQLite(ctx, &st, now, cutoff, short); err != nil {
 		return st, err
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM audit_usage WHERE day < $1`, cutoff.Format(time.DateOnly)); err != nil {
 		return st, fmt.Errorf("audit retention: %w", err)
 	}
-	// Tenants that keep their rows less long than the operator.
-	rows, err := s.db.QueryContext(ctx, `SELECT tenant_id, days FROM audit_retention WHERE days < $1 ORDER BY tenant_id`,
-		s.retentionDays())
-	if err != nil {
-		return st, fmt.Errorf("audit retention: %w", err)
-	}
-	type tenantDays struct {
-		id   string
-		days int
-	}
-	var short []tenantDays
-	for rows.Next() {
-		var t tenantDays
-		if err := rows.Scan(&t.id, &t.days); err != nil {
-			rows.Close()
-			return st, fmt.Errorf("audit retention: %w", err)
-		}
-		short = append(short, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("audit retention: %w", err)
-	}
-	for _, t := range short {
-		cut := now.AddDate(0, 0, -t.days)
-		if err := s.deleteBatches(ctx, &st, `DELETE FROM audit_log WHERE (id, at) IN
-			(SELECT id, at FROM audit_log WHERE tenant_id = $1 AND at < $2 LIMIT $3)`, t.id, cut); err != nil {
-			return st, err
-		}
+	for t, days := range short {
 		if _, err := s.db.ExecContext(ctx, `DELETE FROM audit_usage WHERE tenant_id = $1 AND day < $2`,
-			t.id, cut.Format(time.DateOnly)); err != nil {
+			t, now.AddDate(0, 0, -days).Format(time.DateOnly)); err != nil {
 			return st, fmt.Errorf("audit retention: %w", err)
 		}
 	}
 	return st, nil
+}
+
+// shortRetention returns the days of the tenants that keep their rows less
+// long than the operator, by tenant id.
+func (s *Store) shortRetention(ctx context.Context) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT tenant_id, days FROM audit_retention WHERE days < $1`, s.retentionDays())
+	if err != nil {
+		return nil, fmt.Errorf("audit retention: %w", err)
+	}
+	defer rows.Close()
+	short := map[string]int{}
+	for rows.Next() {
+		var (
+			id   string
+			days int
+		)
+		if err := rows.Scan(&id, &days); err != nil {
+			return nil, fmt.Errorf("audit retention: %w", err)
+		}
+		short[id] = days
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit retention: %w", err)
+	}
+	return short, nil
+}
+
+// The statements of retainSQLite: the first tenant (from the empty id), the next
+// one, each with its oldest row's time; a batch of a tenant's rows older
+// than a time.
+const (
+	retainFirst  = `SELECT tenant_id, at FROM audit_log WHERE tenant_id >= $1 ORDER BY tenant_id, at LIMIT 1`
+	retainNext   = `SELECT tenant_id, at FROM audit_log WHERE tenant_id > $1 ORDER BY tenant_id, at LIMIT 1`
+	retainDelete = `DELETE FROM audit_log WHERE tenant_id = $1 AND (at, id) IN
+		(SELECT at, id FROM audit_log WHERE tenant_id = $1 AND at < $2 ORDER BY at, id LIMIT $3)`
+)
+
+// retainSQLite deletes, tenant by tenant in the order of the audit log's
+// key (tenant_id, at, id), the rows older than the tenant's retention: its
+// own from short, else cutoff. One seek of the key finds the next tenant
+// and its oldest row; a tenant whose oldest row is within its retention
+// costs no more, and the rows of one that has older ones are deleted in
+// batches of retainBatch from the start of its range. Tenants since
+// deleted have rows under the operator's retention like any other.
+func (s *Store) retainSQLite(ctx context.Context, st *RetainStats, now, cutoff time.Time, short map[string]int) error {
+	// Rows of no tenant (the operator's own changes) have tenant_id '',
+	// below every other: the walk starts at them.
+	next, after := retainFirst, ""
+	for {
+		var (
+			tenant string
+			oldest time.Time
+		)
+		err := s.db.QueryRowContext(ctx, next, after).Scan(&tenant, &oldest)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("audit retention: %w", err)
+		}
+		cut := cutoff
+		if days, ok := short[tenant]; ok {
+			cut = now.AddDate(0, 0, -days)
+		}
+		if oldest.Before(cut) {
+			if err := s.deleteBatches(ctx, st, retainDelete, tenant, cut); err != nil {
+				return err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		next, after = retainNext, tenant
+	}
 }
 
 // deleteBatches runs query, a DELETE of at most its last parameter's rows

@@ -139,6 +139,11 @@ func TestRetentionAndUsage(t *testing.T) {
 		if r, err := store.TenantRetention(ctx, "ten_b"); err != nil || r != (audit.Retention{Days: 30, OperatorDays: 400, Own: true}) {
 			t.Fatalf("ten_b retention = %+v, %v", r, err)
 		}
+		// A tenant since deleted (no tenants row) and the operator's own
+		// rows (no tenant) are kept by the operator's retention too.
+		insert(t, store, rows("ten_gone", "gone", old, 25))
+		insert(t, store, rows("", "op_old", old, 3))
+		insert(t, store, rows("", "op_new", now.Add(-time.Hour), 2))
 		st, err := store.Retain(ctx, now)
 		if err != nil {
 			t.Fatal(err)
@@ -151,7 +156,8 @@ func TestRetentionAndUsage(t *testing.T) {
 			tenant, prefix string
 			want           int
 		}{{"ten_a", "old_a", 0}, {"ten_b", "old_b", 0}, {"ten_a", "dflt", 0}, {"ten_a", "mid_a", 40},
-			{"ten_b", "mid_b", 0}, {"ten_a", "new_a", 12}, {"ten_b", "new_b", 9}, {"ten_b", "change", 1}} {
+			{"ten_b", "mid_b", 0}, {"ten_a", "new_a", 12}, {"ten_b", "new_b", 9}, {"ten_b", "change", 1},
+			{"ten_gone", "gone", 0}, {"", "op_old", 0}, {"", "op_new", 2}} {
 			if n := count(c.tenant, c.prefix); n != c.want {
 				t.Errorf("%s rows %s: %d left, want %d", c.tenant, c.prefix, n, c.want)
 			}
@@ -170,8 +176,8 @@ func TestRetentionAndUsage(t *testing.T) {
 			if st.RowsDeleted != 7+5100 || st.Batches < 3 {
 				t.Errorf("deleted %d rows in %d batches, want %d rows in 2 or more batches (plus the default partition's)", st.RowsDeleted, st.Batches, 7+5100)
 			}
-		} else if st.RowsDeleted != 6000+30+7+5100 || st.Batches < 4 {
-			t.Errorf("deleted %d rows in %d batches, want %d in batches of at most 5,000", st.RowsDeleted, st.Batches, 6000+30+7+5100)
+		} else if want := 6000 + 30 + 25 + 3 + 7 + 5100; st.RowsDeleted != int64(want) || st.Batches < 4 {
+			t.Errorf("deleted %d rows in %d batches, want %d in batches of at most 5,000", st.RowsDeleted, st.Batches, want)
 		}
 		if u := usage("ten_b", span); u.Calls != 9 {
 			t.Errorf("ten_b usage after retention = %d calls, want the 9 recent ones", u.Calls)
