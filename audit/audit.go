@@ -563,7 +563,9 @@ func (s *Store) Page(ctx context.Context, tenant switchboard.TenantID, q Query) 
 // keeps no statistics here, prefers it to any index that would need a
 // lookup of the row, even when a filter has its own index. A filter by
 // agent or instance therefore names its index (INDEXED BY), so that a
-// page of a rare agent reads that agent's rows only.
+// page of a rare agent reads that agent's rows only; a filter by user
+// reads the actor's index and the subject's (which holds only the rows
+// whose subject is not their actor) and merges them.
 func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, cur *cursor) (string, []any) {
 	var (
 		where = []string{"tenant_id = $1"}
@@ -578,9 +580,12 @@ func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, c
 			where = append(where, f.col+" = "+arg(f.v))
 		}
 	}
+	user := ""
 	if q.User != "" {
-		p := arg(q.User)
-		where = append(where, "(actor = "+p+" OR subject = "+p+")")
+		user = arg(q.User)
+		if dialect != database.SQLite {
+			where = append(where, "(actor = "+user+" OR subject = "+user+")")
+		}
 	}
 	switch q.Outcome {
 	case "":
@@ -616,16 +621,26 @@ func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, c
 		where = append(where, "(at, id) "+op+" ("+arg(cur.at)+", "+arg(cur.id)+")")
 	}
 	limit := arg(q.Limit + 1)
-	from := "audit_log"
-	if dialect == database.SQLite {
-		switch {
-		case q.Agent != "":
-			from += " INDEXED BY audit_log_tenant_agent_at"
-		case q.Instance != "":
-			from += " INDEXED BY audit_log_tenant_instance_at"
-		}
+	const sel = `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
+		tool, action, outcome, status, latency_us FROM audit_log`
+	from := ""
+	switch {
+	case dialect != database.SQLite:
+	case user != "":
+		// A user's rows are those they acted in plus those made with
+		// their credentials by someone else (subject <> actor, the only
+		// rows the subject index holds), two disjoint ranges that SQLite
+		// merges in order.
+		return sel + ` INDEXED BY audit_log_tenant_actor_at
+		WHERE ` + strings.Join(append(where, "actor = "+user), " AND ") + `
+		UNION ALL ` + sel + ` INDEXED BY audit_log_tenant_subject_at
+		WHERE ` + strings.Join(append(where, "subject = "+user, "subject <> actor"), " AND ") + `
+		ORDER BY ` + order + ` LIMIT ` + limit, args
+	case q.Agent != "":
+		from = " INDEXED BY audit_log_tenant_agent_at"
+	case q.Instance != "":
+		from = " INDEXED BY audit_log_tenant_instance_at"
 	}
-	return `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
-		tool, action, outcome, status, latency_us FROM ` + from + `
+	return sel + from + `
 		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY ` + order + ` LIMIT ` + limit, args
 }

@@ -44,13 +44,14 @@ func TestSQLiteMigration0028KeepsEveryRow(t *testing.T) {
 		}
 	}
 	// Rows of three tenants (one of them the operator's, ''), many sharing
-	// a time, written as the store wrote them before 0028.
+	// a time, one in ten made for another user (subject not actor),
+	// written as the store wrote them before 0028.
 	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var all []audit.Entry
 	for i := range 3000 {
 		all = append(all, audit.Entry{ID: fmt.Sprintf("aud_%05d", (i*7919)%3000), Tenant: switchboardTenant([]string{"ten_a", "ten_b", ""}[i%3]),
 			Time: base.Add(time.Duration(i%40) * 1500 * time.Microsecond), Instance: []string{"crm", "gh"}[i%2],
-			Caller: "cal_1", Agent: []string{"bot", "cron", "sync"}[i%5%3], Actor: fmt.Sprintf("usr_%d", i%4), Subject: fmt.Sprintf("usr_%d", i%4),
+			Caller: "cal_1", Agent: []string{"bot", "cron", "sync"}[i%5%3], Actor: fmt.Sprintf("usr_%d", i%4), Subject: fmt.Sprintf("usr_%d", (i+i%10/9)%4),
 			Tool: "contacts", Action: "list", Outcome: []string{"ok", "denied"}[i%7/6], Status: 200, LatencyUs: int64(i)})
 	}
 	for _, e := range all {
@@ -75,7 +76,7 @@ func TestSQLiteMigration0028KeepsEveryRow(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, e := range p.Entries {
-						ids = append(ids, e.ID+"|"+e.Time.Format(time.RFC3339Nano)+"|"+e.Agent+"|"+e.Actor+"|"+fmt.Sprint(e.LatencyUs))
+						ids = append(ids, e.ID+"|"+e.Time.Format(time.RFC3339Nano)+"|"+e.Agent+"|"+e.Actor+"|"+e.Subject+"|"+fmt.Sprint(e.LatencyUs))
 					}
 					if p.Older == "" {
 						break

@@ -41,8 +41,6 @@ func TestSQLiteListingsReadTheirIndex(t *testing.T) {
 		{"agent, older page", Query{Agent: "bot"}, older, "INDEX audit_log_tenant_agent_at"},
 		{"agent, newer page", Query{Agent: "bot"}, newer, "INDEX audit_log_tenant_agent_at"},
 		{"agent and instance", Query{Agent: "bot", Instance: "gh"}, older, "INDEX audit_log_tenant_agent_at"},
-		{"user", Query{User: "usr_1"}, nil, pk},
-		{"user, older page", Query{User: "usr_1"}, older, pk},
 		{"failed calls", Query{Outcome: OutcomeFailed, Kind: KindCalls}, nil, pk},
 		{"an outcome, newer page", Query{Outcome: "denied"}, newer, pk},
 		{"changes", Query{Kind: KindChanges}, older, pk},
@@ -52,6 +50,25 @@ func TestSQLiteListingsReadTheirIndex(t *testing.T) {
 		if !strings.Contains(got, "USING "+c.index+" (tenant_id=?") && !strings.Contains(got, "USING COVERING "+c.index+" (tenant_id=?") ||
 			strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan %q, want a walk of %s without a sort", c.name, got, c.index)
+		}
+	}
+	// A user's rows: the actor's index and the subject's, merged in order.
+	for _, c := range []struct {
+		name string
+		q    Query
+		cur  *cursor
+	}{
+		{"user", Query{User: "usr_1"}, nil},
+		{"user, older page", Query{User: "usr_1"}, older},
+		{"user, newer page", Query{User: "usr_1"}, newer},
+		{"user's failed calls of an agent", Query{User: "usr_1", Agent: "bot", Outcome: OutcomeFailed, Kind: KindCalls}, older},
+	} {
+		query, args := pageQuery(db.Dialect, "acme", c.q, c.cur)
+		got := queryPlan(t, db, query, args...)
+		if !strings.HasPrefix(got, "MERGE (UNION ALL)") || strings.Contains(got, "TEMP B-TREE") ||
+			!strings.Contains(got, "INDEX audit_log_tenant_actor_at (tenant_id=? AND actor=?") ||
+			!strings.Contains(got, "INDEX audit_log_tenant_subject_at (tenant_id=? AND subject=?") {
+			t.Errorf("%s: plan %q, want the actor's and the subject's indexes merged without a sort", c.name, got)
 		}
 	}
 }

@@ -5,10 +5,16 @@
 -- a tenant's listing, so the table itself is that listing's index (no
 -- rowid table, no primary-key index, no audit_log_tenant_at), and
 -- retention walks each tenant's range of it from its oldest row
--- (audit.Store.Retain) instead of a separate index on time: five B-trees
--- per row. A replayed row has the tenant and time of its first write, so
--- the key still writes each row once (PostgreSQL's is (id, at)).
--- The filter indexes keep their names and columns.
+-- (audit.Store.Retain) instead of a separate index on time. A replayed
+-- row has the tenant and time of its first write, so the key still
+-- writes each row once (PostgreSQL's is (id, at)).
+--
+-- The filter indexes keep their names and columns; the subject's now
+-- holds only the rows whose subject is not their actor (a trusted caller
+-- acting for a user). A user's listing reads the actor's index and this
+-- one and merges them (audit.pageQuery; it used to walk the tenant's
+-- rows, since SQLite did not combine the two indexes in order). A row
+-- enters five B-trees, four when its subject is its actor (nearly all).
 CREATE TABLE audit_log_new (
     id          TEXT NOT NULL,
     at          TIMESTAMP NOT NULL,
@@ -33,4 +39,4 @@ ALTER TABLE audit_log_new RENAME TO audit_log;
 CREATE INDEX audit_log_tenant_instance_at ON audit_log (tenant_id, instance, at, id);
 CREATE INDEX audit_log_tenant_agent_at ON audit_log (tenant_id, agent_id, at, id);
 CREATE INDEX audit_log_tenant_actor_at ON audit_log (tenant_id, actor, at, id);
-CREATE INDEX audit_log_tenant_subject_at ON audit_log (tenant_id, subject, at, id);
+CREATE INDEX audit_log_tenant_subject_at ON audit_log (tenant_id, subject, at, id) WHERE subject <> actor;
