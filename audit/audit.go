@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -66,11 +67,12 @@ type Store struct {
 	RetentionDays int
 
 	// inserts are the SQLite INSERTs of 1, 2, 4 ... sqliteRows rows,
-	// prepared on first use and kept (database/sql keeps each prepared
-	// on every connection that ran it), so a batch compiles none; usage
-	// is the SQLite upsert of the usage rollup, kept likewise.
+	// without and with RETURNING (see insertSQLite), prepared on first
+	// use and kept (database/sql keeps each prepared on every connection
+	// that ran it), so a batch compiles none; usage is the SQLite upsert
+	// of the usage rollup, kept likewise.
 	insertsMu sync.Mutex
-	inserts   [sqliteSizes]*sql.Stmt
+	inserts   [2][sqliteSizes]*sql.Stmt
 	usage     *sql.Stmt
 }
 
@@ -127,12 +129,20 @@ func (s *Store) Insert(ctx context.Context, entries []Entry) error {
 		return s.db.InTx(ctx, func(tx *sql.Tx) error { return insertPostgres(ctx, tx, entries) })
 	}
 	// The statements are prepared before the transaction takes its
-	// connection: preparing on the pool needs one of its own.
-	stmts, usage, err := s.sqliteInserts(ctx, len(entries))
-	if err != nil {
-		return err
+	// connection: preparing on the pool needs one of its own. A batch
+	// holding rows stored already (a replay) is written again with the
+	// statements that say which rows they took.
+	for _, returning := range []bool{false, true} {
+		stmts, usage, err := s.sqliteInserts(ctx, len(entries), returning)
+		if err != nil {
+			return err
+		}
+		err = s.db.InTx(ctx, func(tx *sql.Tx) error { return insertSQLite(ctx, tx, stmts, usage, entries, returning) })
+		if !errors.Is(err, errReplayed) {
+			return err
+		}
 	}
-	return s.db.InTx(ctx, func(tx *sql.Tx) error { return insertSQLite(ctx, tx, stmts, usage, entries) })
+	return errReplayed // not reached: with RETURNING, nothing is errReplayed
 }
 
 const insertColumns = `INSERT INTO audit_log
@@ -185,14 +195,15 @@ const (
 	sqliteSizes = 7
 )
 
-// sqliteInserts returns the prepared INSERTs of 1, 2, 4 ... sqliteRows
-// rows that a batch of n rows needs (the others may be nil), preparing
-// those not prepared yet, and the usage rollup's upsert. A batch's last rows, fewer than sqliteRows, go
-// in statements of the powers of two they add up to: statements of every
-// other size would each be compiled for one use (a statement of 64 rows
-// is about 300 µs to compile, 1.4 % of the server's CPU under load on
-// SQLite, bench/overhead -server-profile).
-func (s *Store) sqliteInserts(ctx context.Context, n int) (*[sqliteSizes]*sql.Stmt, *sql.Stmt, error) {
+// sqliteInserts returns the prepared INSERTs (with RETURNING or not) of 1,
+// 2, 4 ... sqliteRows rows that a batch of n rows needs (the others may be
+// nil), preparing those not prepared yet, and the usage rollup's upsert.
+// A batch's last rows, fewer than sqliteRows, go in statements of the
+// powers of two they add up to: statements of every other size would each
+// be compiled for one use (a statement of 64 rows is about 300 µs to
+// compile, 1.4 % of the server's CPU under load on SQLite, bench/overhead
+// -server-profile).
+func (s *Store) sqliteInserts(ctx context.Context, n int, returning bool) (*[sqliteSizes]*sql.Stmt, *sql.Stmt, error) {
 	s.insertsMu.Lock()
 	defer s.insertsMu.Unlock()
 	if s.usage == nil {
@@ -206,24 +217,39 @@ func (s *Store) sqliteInserts(ctx context.Context, n int) (*[sqliteSizes]*sql.St
 	if n >= sqliteRows {
 		need |= sqliteRows
 	}
+	set := &s.inserts[0]
+	if returning {
+		set = &s.inserts[1]
+	}
 	for k := range sqliteSizes {
-		if need&(1<<k) == 0 || s.inserts[k] != nil {
+		if need&(1<<k) == 0 || set[k] != nil {
 			continue
 		}
-		st, err := s.db.PrepareContext(ctx, sqliteInsert(1<<k))
+		st, err := s.db.PrepareContext(ctx, sqliteInsert(1<<k, returning))
 		if err != nil {
 			return nil, nil, fmt.Errorf("preparing audit insert: %w", err)
 		}
-		s.inserts[k] = st
+		set[k] = st
 	}
-	stmts := s.inserts
+	stmts := *set
 	return &stmts, s.usage, nil
 }
 
+// errReplayed says that an INSERT without RETURNING skipped rows stored
+// already: the batch is rolled back and written again with RETURNING.
+var errReplayed = errors.New("audit batch holds stored rows")
+
 // insertSQLite writes entries in multi-row INSERTs of sqliteRows rows, the
-// rest in INSERTs of the powers of two below it, and counts them into the
-// usage rollup, with stmts and usage (from sqliteInserts) run in tx.
-func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt, usageStmt *sql.Stmt, entries []Entry) error {
+// rest in INSERTs of the powers of two below it, and counts the rows they
+// took into the usage rollup, with stmts and usage (from sqliteInserts)
+// run in tx.
+//
+// Without returning, a statement that took all its rows took every one
+// (nearly every batch); one that took fewer fails the batch with
+// errReplayed, for Insert to write it again with returning, where the
+// statements return the ids they took. RETURNING costs SQLite a temporary
+// table of the rows and database/sql a scan per row.
+func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt, usageStmt *sql.Stmt, entries []Entry, returning bool) error {
 	args := make([]any, 0, 13*min(len(entries), sqliteRows))
 	taken := make(map[string]bool, len(entries))
 	usage := map[usageKey]int64{}
@@ -240,6 +266,11 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 		return v
 	}
 	var days dayCache
+	count := func(e *Entry) {
+		if !isChange(e) {
+			usage[usageKey{string(e.Tenant), days.format(e.Time), clip(e.Instance), clip(e.Agent), clip(e.Outcome)}]++
+		}
+	}
 	for len(entries) > 0 {
 		size := sqliteRows
 		for size > len(entries) {
@@ -254,6 +285,20 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 				box(clip(e.Actor)), box(clip(e.Subject)), box(clip(e.Tool)), box(clip(e.Action)), box(clip(e.Outcome)), e.Status, e.LatencyUs)
 		}
 		st := tx.StmtContext(ctx, stmts[bits.TrailingZeros(uint(size))])
+		if !returning {
+			res, err := st.ExecContext(ctx, args...)
+			st.Close()
+			if err != nil {
+				return fmt.Errorf("writing audit rows: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n != int64(size) {
+				return errReplayed
+			}
+			for i := range chunk {
+				count(&chunk[i])
+			}
+			continue
+		}
 		rows, err := st.QueryContext(ctx, args...)
 		if err != nil {
 			st.Close()
@@ -276,8 +321,8 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 			return fmt.Errorf("writing audit rows: %w", err)
 		}
 		for i := range chunk {
-			if e := &chunk[i]; taken[e.ID] && !isChange(e) {
-				usage[usageKey{string(e.Tenant), days.format(e.Time), clip(e.Instance), clip(e.Agent), clip(e.Outcome)}]++
+			if taken[chunk[i].ID] {
+				count(&chunk[i])
 			}
 		}
 	}
@@ -327,7 +372,8 @@ func addUsageSQLite(ctx context.Context, st *sql.Stmt, usage map[usageKey]int64)
 	return nil
 }
 
-// sqliteInsert is the INSERT of n rows with positional parameters.
+// sqliteInsert is the INSERT of n rows with positional parameters,
+// returning the ids of the rows it took or not.
 //
 // It is INSERT OR FAIL: a statement that may abort (ABORT, SQLite's
 // default for a NOT NULL violation) makes SQLite keep a statement journal
@@ -339,7 +385,7 @@ func addUsageSQLite(ctx context.Context, st *sql.Stmt, usage map[usageKey]int64)
 // the batch, and its whole transaction is rolled back (database.InTx),
 // so a batch is still written entirely or not at all. A row whose key is
 // stored already is skipped (a replay), as before.
-func sqliteInsert(n int) string {
+func sqliteInsert(n int, returning bool) string {
 	var b strings.Builder
 	b.WriteString(strings.Replace(insertColumns, "INSERT INTO", "INSERT OR FAIL INTO", 1))
 	b.WriteString(" VALUES ")
@@ -349,7 +395,10 @@ func sqliteInsert(n int) string {
 		}
 		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
-	b.WriteString(" ON CONFLICT (tenant_id, at, id) DO NOTHING RETURNING id")
+	b.WriteString(" ON CONFLICT (tenant_id, at, id) DO NOTHING")
+	if returning {
+		b.WriteString(" RETURNING id")
+	}
 	return b.String()
 }
 
