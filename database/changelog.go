@@ -269,3 +269,68 @@ func (l *ChangeListener) raise(seq int64) {
 		}
 	}
 }
+
+// ChangePosition is where the change log stood for one read: which
+// changes the read's snapshot saw committed, so that a cache entry made
+// from the read can skip the notifications of the changes it already
+// reflects (a notification arrives after its change commits, on every
+// replica including the one that made it, and a read in between is
+// current). The zero value saw nothing.
+//
+// On Postgres a read's snapshot may see a higher sequence without a lower
+// one: sequences are taken before commit, so a transaction holding a
+// lower one may commit after a higher one. There the position is not a
+// high-water mark but the set of sequences the snapshot saw within
+// changePositionWindow below the highest: a change it did not see is
+// never taken as seen, and one older than the window is taken as unseen
+// (its cache entry is dropped, as before). On the embedded store writers
+// are serialized (every transaction begins IMMEDIATE), so a snapshot sees
+// every sequence up to the highest it sees: there the highest is enough.
+type ChangePosition struct {
+	top int64 // the highest sequence the read saw
+	// seen has bit i set when the read saw sequence top-i; allSeen when
+	// it saw every sequence up to top.
+	seen int64
+}
+
+// allSeen is ChangePosition.seen on the embedded store.
+const allSeen = -1
+
+// changePositionWindow is how many sequences below and including its
+// highest a Postgres ChangePosition records (bits of a positive int64,
+// so that their sum fits a BIGINT).
+const changePositionWindow = 63
+
+// ChangePosition returns the two select-list expressions that read a
+// ChangePosition (scan them with its Scan) in a query, from the query's
+// own snapshot: a statement reads one snapshot, on both stores. Each is a
+// subquery that does not depend on the query's rows, evaluated once. On
+// Postgres they read the change log's primary key, the highest entry and
+// at most changePositionWindow entries below it.
+func (d Dialect) ChangePosition() string {
+	if d != Postgres {
+		return `(SELECT COALESCE(max(seq), 0) FROM change_log), -1`
+	}
+	// 63 is changePositionWindow.
+	return `(SELECT COALESCE(max(seq), 0) FROM change_log),
+		(SELECT CAST(COALESCE(sum(CAST(1 AS BIGINT) << CAST(m.top - c.seq AS INTEGER)), 0) AS BIGINT)
+			FROM (SELECT max(seq) AS top FROM change_log) m JOIN change_log c ON c.seq > m.top - 63)`
+}
+
+// Scan returns the destinations of the expressions of
+// Dialect.ChangePosition, in their order.
+func (p *ChangePosition) Scan() []any { return []any{&p.top, &p.seen} }
+
+// Saw reports whether the read saw the change of sequence seq committed.
+// 0 (no sequence) was not seen, nor, on Postgres, a sequence out of the
+// read's window.
+func (p ChangePosition) Saw(seq int64) bool {
+	d := p.top - seq
+	switch {
+	case seq <= 0 || d < 0:
+		return false
+	case p.seen == allSeen:
+		return true
+	}
+	return d < changePositionWindow && p.seen>>d&1 == 1
+}

@@ -116,10 +116,14 @@ func (c *targetCache) add(t *Target) {
 	}
 }
 
-// removeKey evicts the target cached under key, if any.
-func (c *targetCache) removeKey(key targetKey) {
+// removeKeyIf evicts the target cached under key, if any and match
+// reports true for it.
+func (c *targetCache) removeKeyIf(key targetKey, match func(targetKey, *Target) bool) {
 	c.mu.Lock()
-	t := c.removeLocked(key)
+	var t *Target
+	if cur, ok := c.items[key]; ok && match(key, cur) {
+		t = c.removeLocked(key)
+	}
 	c.mu.Unlock()
 	if t != nil {
 		t.evict()
@@ -201,14 +205,15 @@ func (t *Target) cost(key targetKey) int64 {
 }
 
 // compact returns in as the cache keeps it: only what the call path
-// reads (the instance's identity, connector, auth mode and allowlist),
+// reads (the instance's identity, connector, auth mode and allowlist) and
+// the change log's position it was read at (Gateway.Invalidate),
 // with the strings other values already hold shared with them. The
 // verification record and timestamps are for the admin API, which reads
 // the store.
 func compact(in *tenants.Instance, ten *tenants.Tenant, connectorID, version string) *tenants.Instance {
 	out := &tenants.Instance{ID: in.ID, TenantID: in.TenantID, Slug: in.Slug, ConnectorID: in.ConnectorID,
 		ConnectorVersion: in.ConnectorVersion, AuthMode: intern(in.AuthMode), Agents: in.Agents,
-		AuthState: intern(in.AuthState), Revision: in.Revision, ToolsMode: intern(in.ToolsMode)}
+		AuthState: intern(in.AuthState), Revision: in.Revision, ToolsMode: intern(in.ToolsMode), Read: in.Read}
 	if out.TenantID == ten.ID {
 		out.TenantID = ten.ID
 	}

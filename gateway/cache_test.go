@@ -46,7 +46,8 @@ func TestTargetCacheOrder(t *testing.T) {
 	if c.len() != minTargets || c.used.Load() != sum {
 		t.Errorf("len %d used %d, want %d and %d", c.len(), c.used.Load(), minTargets, sum)
 	}
-	c.removeKey(key(8))
+	c.removeKeyIf(key(7), func(targetKey, *Target) bool { return false })
+	c.removeKeyIf(key(8), func(targetKey, *Target) bool { return true })
 	c.remove(func(k targetKey, _ *Target) bool { return k == key(2) })
 	if c.len() != minTargets-2 || all[8].held.Load() != nil || all[2].held.Load() != nil {
 		t.Error("removed targets are still cached or hold their fields")

@@ -121,9 +121,17 @@ type Gateway struct {
 	// have, for UnknownInstanceTTL or until a change creates them.
 	unknown *expirable.LRU[targetKey, struct{}]
 	// gen increases on every invalidation, so that a Resolve that raced
-	// with one does not cache what it read.
-	gen uint64
+	// with one does not cache what it read, unless what it read already
+	// reflects every change delivered meanwhile: recent holds the last
+	// changes delivered, the one of generation n at n % len(recent).
+	gen    uint64
+	recent [recentChanges]tenants.Change
 }
+
+// recentChanges is how many of the last invalidations a Resolve that
+// raced with them checks its target against; one that raced with more
+// does not cache its target.
+const recentChanges = 32
 
 type targetKey struct{ tenant, instance string }
 
@@ -448,11 +456,49 @@ func (g *Gateway) Resolve(ctx context.Context, tenantSlug, instanceSlug string) 
 	t := &Target{Tenant: ten, Instance: compact(in, ten, conn.Manifest.ID, conn.Manifest.Version), Connector: conn,
 		local: g.local, sealed: sealed}
 	g.mu.Lock()
-	if g.gen == gen {
+	if g.reflectsSinceLocked(gen, key, t) {
 		g.targets.add(t)
 	}
 	g.mu.Unlock()
 	return t, nil
+}
+
+// reflectsSinceLocked reports whether t, read for key, reflects every
+// change delivered since generation gen (none was, or none makes it
+// stale), so that it may be cached.
+func (g *Gateway) reflectsSinceLocked(gen uint64, key targetKey, t *Target) bool {
+	if g.gen-gen > recentChanges {
+		return false
+	}
+	for n := gen + 1; n <= g.gen; n++ {
+		if t.staleAfter(&g.recent[n%recentChanges], key) {
+			return false
+		}
+	}
+	return true
+}
+
+// staleAfter reports whether change ch makes t, cached under key, stale:
+// ch concerns it (every instance, its instance, or its tenant) and t was
+// read before ch committed. An instance's change is reflected when the
+// instance's load saw it (Instance.Read); a tenant's when the tenant's
+// read saw it too (Tenant.Read). Change{All: true} has no sequence, and
+// is never reflected.
+//
+// So the late notification of a change t was read after (notifications
+// come after their change commits, on every replica, the one that made
+// it included) leaves t and the calls using it alone: dropping t would
+// close its hosted server's session under a call just made with what is
+// current.
+func (t *Target) staleAfter(ch *tenants.Change, key targetKey) bool {
+	switch {
+	case ch.All:
+		return true
+	case ch.Instance != "":
+		return key == targetKey{ch.TenantSlug, ch.Instance} && !t.Instance.Read.Saw(ch.Seq)
+	default:
+		return (key.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant) && !(t.Instance.Read.Saw(ch.Seq) && t.Tenant.Read.Saw(ch.Seq))
+	}
 }
 
 // notFound remembers key as unknown, unless a change raced with the
@@ -467,9 +513,10 @@ func (g *Gateway) notFound(key targetKey, gen uint64) error {
 }
 
 // Invalidate drops the cached targets a change makes stale: the changed
-// instance, or every instance of the tenant for a tenant-wide change; and
-// forgets the instances remembered as unknown that the change may have
-// created. Subscribe it to tenants.Service.
+// instance, or every instance of the tenant for a tenant-wide change,
+// unless they were read after the change committed (Target.staleAfter);
+// and forgets the instances remembered as unknown that the change may
+// have created. Subscribe it to tenants.Service.
 func (g *Gateway) Invalidate(ch tenants.Change) {
 	if ch.Caller != "" && ch.Instance == "" && !ch.All {
 		return // caller changes are the Callers' business
@@ -489,13 +536,15 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.gen++
+	g.recent[g.gen%recentChanges] = ch
+	stale := func(k targetKey, t *Target) bool { return t.staleAfter(&ch, k) }
 	if ch.All {
 		g.unknown.Purge()
-		g.targets.remove(func(targetKey, *Target) bool { return true })
+		g.targets.remove(stale)
 	} else if ch.Instance != "" {
 		key := targetKey{ch.TenantSlug, ch.Instance}
 		g.unknown.Remove(key)
-		g.targets.removeKey(key)
+		g.targets.removeKeyIf(key, stale)
 	} else {
 		// A created tenant: every instance slug under it was unknown.
 		for _, k := range g.unknown.Keys() {
@@ -503,7 +552,7 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 				g.unknown.Remove(k)
 			}
 		}
-		g.targets.remove(func(k targetKey, t *Target) bool { return k.tenant == ch.TenantSlug || t.Tenant.ID == ch.Tenant })
+		g.targets.remove(stale)
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 	"github.com/switchboardhq/switchboard/tenants"
 )
 
-// loggedChanges reads the change log, in order.
+// loggedChanges reads the change log, in order, each change with its
+// sequence.
 func loggedChanges(t *testing.T, db *database.DB) []tenants.Change {
 	t.Helper()
 	rows, err := db.QueryContext(context.Background(), `SELECT seq, payload FROM change_log ORDER BY seq`)
@@ -34,6 +35,7 @@ func loggedChanges(t *testing.T, db *database.DB) []tenants.Change {
 		if err := json.Unmarshal([]byte(payload), &c); err != nil {
 			t.Fatalf("logged change %d %q: %v", seq, payload, err)
 		}
+		c.Seq = seq
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -152,14 +154,19 @@ func TestChangeLogIsWrittenWithTheChange(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, tenants.Change{Tenant: ten.ID, TenantSlug: "acme", Instance: "crm"})
+		// same checks that got are the changes of want, each with the
+		// sequence the change log gave it.
 		same := func(what string, got []tenants.Change) {
 			t.Helper()
-			if len(got) != len(want) {
+			logged := loggedChanges(t, db)
+			if len(got) != len(want) || len(logged) != len(want) {
 				t.Fatalf("%s = %+v, want %+v", what, got, want)
 			}
 			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("%s[%d] = %+v, want %+v", what, i, got[i], want[i])
+				w := want[i]
+				w.Seq = logged[i].Seq
+				if got[i] != w {
+					t.Fatalf("%s[%d] = %+v, want %+v", what, i, got[i], w)
 				}
 			}
 		}

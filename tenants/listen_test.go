@@ -60,7 +60,7 @@ func TestUnparsableNotificationIsSkipped(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(changes) != 2 || got[1] != (tenants.Change{TenantSlug: "acme", Instance: "crm"}) {
+	if len(changes) != 2 || got[1] != (tenants.Change{TenantSlug: "acme", Instance: "crm", Seq: 1}) {
 		t.Errorf("changes = %+v, want the first connection's and the parsed one only", changes)
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0], "unparsable") || strings.Contains(errs[0], "not json") {

@@ -39,8 +39,12 @@ type Change struct {
 	// All says that anything cached may be stale: drop it all. Sent when
 	// this replica may have missed changes made by others.
 	All bool `json:"all,omitempty"`
-	// Seq is the change's number in the change log, on notifications
-	// between replicas (0 on this replica's own deliveries).
+	// Seq is the change's number in the change log (0 for Change{All:
+	// true}), on this replica's own deliveries and on notifications from
+	// the others alike: a cache entry read after the change committed
+	// already reflects it (database.ChangePosition), and its notification
+	// can arrive after such a read, on the replica that made the change
+	// too.
 	Seq int64 `json:"seq,omitempty"`
 }
 
@@ -111,10 +115,10 @@ func (s *Service) Subscribe(fn func(Change)) {
 }
 
 // delivered tells this replica's subscribers at once of a committed
-// change; the store logged it (and, on Postgres, notified the other
-// replicas) in the change's own transaction (Store.logChange).
+// change, with its sequence; the store logged it (and, on Postgres,
+// notified the other replicas) in the change's own transaction
+// (Store.logChange).
 func (s *Service) delivered(c Change) {
-	c.Seq = 0
 	s.deliver(c)
 }
 
@@ -156,7 +160,6 @@ func (s *Service) Listen(ctx context.Context, onError func(error)) {
 			}
 			return
 		}
-		c.Seq = 0
 		s.deliver(c)
 	}, func() { s.deliver(Change{All: true}) }, onError)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -30,6 +31,9 @@ type Store struct {
 	now     func() time.Time
 	// shared holds the tenants CachedTenant returned, by slug.
 	shared *lru.Cache[string, *Tenant]
+	// forgets counts forgetTenant's calls, so that CachedTenant does not
+	// keep a read that raced with one.
+	forgets atomic.Uint64
 }
 
 // maxCachedTenants bounds CachedTenant's cache: a tenant is about 200
@@ -107,15 +111,22 @@ func (s *Store) Tenant(ctx context.Context, slug string) (*Tenant, error) {
 // any other subscriber hears it; an unknown slug is not kept here (the
 // gateway remembers unknown ones, and forgets them on the tenant's
 // creation).
+//
+// The tenant it returns carries the change log's position its read saw
+// (Tenant.Read). A read that raced with a delivery dropping tenants is
+// returned but not kept: it may predate the change delivered.
 func (s *Store) CachedTenant(ctx context.Context, slug string) (*Tenant, error) {
 	if t, ok := s.shared.Get(slug); ok {
 		return t, nil
 	}
-	t, err := s.Tenant(ctx, slug)
+	forgets := s.forgets.Load()
+	t, err := s.tenantRead(ctx, "slug", slug, true)
 	if err != nil {
 		return nil, err
 	}
-	s.shared.Add(slug, t)
+	if s.forgets.Load() == forgets {
+		s.shared.Add(slug, t)
+	}
 	return t, nil
 }
 
@@ -152,6 +163,7 @@ func (s *Store) setContextBudget(ctx context.Context, t *Tenant, budget *int, lo
 // forgetTenant drops what CachedTenant holds of a changed tenant (every
 // tenant when slug is "").
 func (s *Store) forgetTenant(slug string) {
+	s.forgets.Add(1)
 	if slug == "" {
 		s.shared.Purge()
 		return
@@ -167,10 +179,22 @@ func (s *Store) TenantByID(ctx context.Context, id switchboard.TenantID) (*Tenan
 
 // tenantWhere returns the tenant whose col (slug or id, both unique) is v.
 func (s *Store) tenantWhere(ctx context.Context, col, v string) (*Tenant, error) {
+	return s.tenantRead(ctx, col, v, false)
+}
+
+// tenantRead is tenantWhere, with the change log's position the read saw
+// in Tenant.Read when withPosition is set.
+func (s *Store) tenantRead(ctx context.Context, col, v string, withPosition bool) (*Tenant, error) {
 	var t Tenant
 	var budget sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT id, slug, name, created_at, mcp_context_budget FROM tenants WHERE `+col+` = $1`, v).
-		Scan(&t.ID, &t.Slug, &t.Name, &t.CreatedAt, &budget)
+	q, dest := `SELECT id, slug, name, created_at, mcp_context_budget FROM tenants WHERE `+col+` = $1`,
+		[]any{&t.ID, &t.Slug, &t.Name, &t.CreatedAt, &budget}
+	if withPosition {
+		q = `SELECT id, slug, name, created_at, mcp_context_budget, ` + s.db.Dialect.ChangePosition() + `
+			FROM tenants WHERE ` + col + ` = $1`
+		dest = append(dest, t.Read.Scan()...)
+	}
+	err := s.db.QueryRowContext(ctx, q, v).Scan(dest...)
 	t.MCPContextBudget = intOrNil(budget)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("tenant", v)
@@ -271,9 +295,12 @@ func (s *Store) instance(ctx context.Context, q database.Querier, tenant switchb
 // its field rows, still sealed, in one query: what the call path loads
 // for an instance it does not hold. The values are opened
 // (secrets.Store.OpenAll) only when a call needs them, after
-// validateAgent.
+// validateAgent. The instance's Read is the change log's position the
+// same query saw: the changes the instance and fields returned already
+// reflect, whose notifications need not drop what is cached from them.
 func (s *Store) InstanceForCall(ctx context.Context, tenant switchboard.TenantID, slug string) (*Instance, []secrets.Sealed, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+instanceColumnsOf("i")+`, f.name, f.key_id, f.ciphertext
+	var pos database.ChangePosition
+	rows, err := s.db.QueryContext(ctx, `SELECT `+instanceColumnsOf("i")+`, f.name, f.key_id, f.ciphertext, `+s.db.Dialect.ChangePosition()+`
 		FROM instances i LEFT JOIN secrets f ON f.tenant_id = i.tenant_id AND f.owner = '`+InstanceOwner("")+`' || i.id
 		WHERE i.tenant_id = $1 AND i.slug = $2`, string(tenant), slug)
 	if err != nil {
@@ -289,12 +316,13 @@ func (s *Store) InstanceForCall(ctx context.Context, tenant switchboard.TenantID
 			name, keyID sql.NullString
 			ct          []byte
 		)
-		row, err := scanInstanceWith(rows, &name, &keyID, &ct)
+		row, err := scanInstanceWith(rows, append([]any{&name, &keyID, &ct}, pos.Scan()...)...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("loading instance %s: %w", slug, err)
 		}
 		if in == nil {
 			in = row
+			in.Read = pos
 		}
 		if name.Valid {
 			sealed = append(sealed, secrets.Sealed{Name: name.String, KeyID: keyID.String, Ciphertext: ct})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard"
+	"github.com/switchboardhq/switchboard/database"
 )
 
 // Tenant is a workspace.
@@ -23,6 +24,9 @@ type Tenant struct {
 	// before it serves the meta-tools instead. Nil: the operator's
 	// default.
 	MCPContextBudget *int `json:"mcp_context_budget"`
+	// Read is the change log's position this copy was read at (set by
+	// Store.CachedTenant only): the changes it already reflects.
+	Read database.ChangePosition `json:"-"`
 }
 
 // Instance is a tenant's installation of a connector.
@@ -50,6 +54,9 @@ type Instance struct {
 	Revision  int64     `json:"revision"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Read is the change log's position this copy was read at (set by
+	// Store.InstanceForCall only): the changes it already reflects.
+	Read database.ChangePosition `json:"-"`
 }
 
 // Tools modes of an instance endpoint (Instance.ToolsMode).

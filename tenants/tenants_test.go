@@ -544,9 +544,10 @@ func TestCallers(t *testing.T) {
 		}
 		mu.Lock()
 		// The tenant's creation, each caller's (caches may remember the
-		// new ones unknown), then the revocation.
-		want := []tenants.Change{{Tenant: acme.ID, TenantSlug: "acme"}, {Tenant: acme.ID, TenantSlug: "acme", Caller: c.ID},
-			{Tenant: acme.ID, TenantSlug: "acme", Caller: c2.ID}, {Tenant: acme.ID, TenantSlug: "acme", Caller: c.ID}}
+		// new ones unknown), then the revocation, each with its sequence
+		// in the change log.
+		want := []tenants.Change{{Tenant: acme.ID, TenantSlug: "acme", Seq: 1}, {Tenant: acme.ID, TenantSlug: "acme", Caller: c.ID, Seq: 2},
+			{Tenant: acme.ID, TenantSlug: "acme", Caller: c2.ID, Seq: 3}, {Tenant: acme.ID, TenantSlug: "acme", Caller: c.ID, Seq: 4}}
 		if !slices.Equal(changes, want) {
 			t.Errorf("changes = %+v, want %+v", changes, want)
 		}

@@ -152,6 +152,33 @@ func Count(t testing.TB, db *database.DB, table, where string, args ...any) int 
 	return n
 }
 
+// LogChange logs payload, a JSON object, on channel of the change log in
+// a transaction of its own (database.DB.LogChangeTx) and returns its
+// sequence.
+func LogChange(t testing.TB, db *database.DB, channel string, payload []byte) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var seq int64
+	if err := db.InTx(ctx, func(tx *sql.Tx) (err error) {
+		seq, err = db.LogChangeTx(ctx, tx, channel, payload)
+		return err
+	}); err != nil {
+		t.Fatalf("logging a change: %v", err)
+	}
+	return seq
+}
+
+// ChangePosition reads the change log's position now
+// (database.Dialect.ChangePosition).
+func ChangePosition(t testing.TB, db *database.DB) database.ChangePosition {
+	t.Helper()
+	var p database.ChangePosition
+	if err := db.QueryRowContext(context.Background(), `SELECT `+db.Dialect.ChangePosition()).Scan(p.Scan()...); err != nil {
+		t.Fatalf("reading the change log's position: %v", err)
+	}
+	return p
+}
+
 // Replicas returns n connection pools on one fresh, migrated PostgreSQL
 // database, as n replicas of the server would have: each its own pool, so
 // locks and notifications really cross connections.
