@@ -79,6 +79,49 @@ type Store struct {
 // NewStore returns a store over db.
 func NewStore(db *database.DB) *Store { return &Store{db: db} }
 
+// Sync makes every row committed so far durable: a power loss or kernel
+// crash after it returns keeps them. The audit journal and spool delete
+// their copy of rows only after it, since on SQLite (WAL,
+// synchronous=NORMAL) a commit reaches the disk only when a checkpoint
+// syncs the WAL. A FULL checkpoint is used: it waits for readers of older
+// snapshots (up to a second here) and syncs the WAL before copying it back,
+// where a PASSIVE one may copy, and sync, nothing while such a reader
+// lasts; frames a previous checkpoint copied back were synced by it. A
+// checkpoint that did not complete is an error. On PostgreSQL a commit is
+// durable when it returns (synchronous_commit stays on: the store never
+// changes it), so Sync does nothing there.
+func (s *Store) Sync(ctx context.Context) error {
+	if s.db.Dialect != database.SQLite {
+		return nil
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("syncing the audit store: %w", err)
+	}
+	defer conn.Close()
+	// The checkpoint holds the write lock while it waits for readers:
+	// other writers wait at most a second, not the connection's timeout.
+	var timeout int
+	if err := conn.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&timeout); err != nil {
+		return fmt.Errorf("syncing the audit store: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA busy_timeout = 1000`); err != nil {
+		return fmt.Errorf("syncing the audit store: %w", err)
+	}
+	var busy, frames, copied int
+	err = conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(FULL)`).Scan(&busy, &frames, &copied)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(`PRAGMA busy_timeout = %d`, timeout)); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing the audit store: %w", err)
+	}
+	if busy != 0 || copied < frames {
+		return fmt.Errorf("syncing the audit store: the checkpoint was blocked (%d of %d WAL frames copied)", copied, frames)
+	}
+	return nil
+}
+
 // maxField bounds every text column.
 const maxField = 200
 

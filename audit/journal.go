@@ -61,7 +61,17 @@ type Journal struct {
 	cur     *jsegment
 	dirty   bool
 	closed  bool
+	// barrier, when set, makes the rows the store took durable there; a
+	// done segment waits in ready until it has run (outside mu), and
+	// after a failure is kept until retryAt.
+	barrier func() error
+	ready   []*jsegment
+	retryAt time.Time
 }
+
+// barrierRetry is how long done segments are kept after a failed barrier
+// before it is tried again.
+const barrierRetry = 5 * time.Second
 
 // jgroup is the rows of one write(2). Its appenders wait on cond (over
 // Journal.mu), so that a write wakes only the callers it carried, and one
@@ -81,6 +91,7 @@ type jsegment struct {
 	size    int64
 	pending int // rows written to it and not yet in the store or spool
 	sealed  bool
+	queued  bool // in Journal.ready
 }
 
 const (
@@ -397,12 +408,57 @@ func (j *Journal) create(seq int) (*jsegment, error) {
 	return &jsegment{name: name, f: f}, nil
 }
 
-// removeIfDone deletes a sealed segment whose rows are all kept elsewhere.
-// j.mu is held.
+// removeIfDone deletes a sealed segment whose rows are all kept elsewhere,
+// or, with a barrier, queues it for removeReady. j.mu is held.
 func (j *Journal) removeIfDone(s *jsegment) {
-	if !s.sealed || s.pending > 0 || s.f == nil {
+	if !s.sealed || s.pending > 0 || s.f == nil || s.queued {
 		return
 	}
+	if j.barrier != nil {
+		s.queued = true
+		j.ready = append(j.ready, s)
+		return
+	}
+	j.remove(s)
+}
+
+// removeReady runs the barrier once for the done segments, then deletes
+// them; when it fails they are kept (retried after barrierRetry, or loaded
+// by the next start: the store skips rows it has). force ignores
+// retryAt. j.mu is not held.
+func (j *Journal) removeReady(force bool) {
+	j.mu.Lock()
+	segs := j.ready
+	if len(segs) == 0 || (!force && time.Now().Before(j.retryAt)) {
+		j.mu.Unlock()
+		return
+	}
+	j.ready = nil
+	j.mu.Unlock()
+	err := j.barrier()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err == nil {
+		for _, s := range segs {
+			j.remove(s)
+		}
+		return
+	}
+	j.retryAt = time.Now().Add(barrierRetry)
+	j.log.Warn("audit journal segments kept: their rows are not yet durable in the store", "segments", len(segs), "err", err.Error())
+	if !j.closed {
+		j.ready = append(segs, j.ready...)
+		return
+	}
+	for _, s := range segs {
+		// Left on disk, unlocked, for the next start to load.
+		s.f.Close()
+		s.f = nil
+	}
+}
+
+// remove deletes a segment. j.mu is held.
+func (j *Journal) remove(s *jsegment) {
 	if err := os.Remove(filepath.Join(j.dir, s.name)); err != nil {
 		j.log.Error("removing an audit journal segment", "segment", s.name, "err", err.Error())
 	}
@@ -414,7 +470,6 @@ func (j *Journal) removeIfDone(s *jsegment) {
 // segment whose rows all are is deleted.
 func (j *Journal) Release(rows []Entry) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	for i := range rows {
 		g := rows[i].jgrp
 		if g == nil || g.seg == nil {
@@ -424,6 +479,8 @@ func (j *Journal) Release(rows []Entry) {
 		g.seg.pending--
 		j.removeIfDone(g.seg)
 	}
+	j.mu.Unlock()
+	j.removeReady(false)
 }
 
 // syncLoop fsyncs the segment being written every d, when it was written
@@ -473,21 +530,24 @@ func (j *Journal) Close() {
 	j.mu.Unlock()
 	close(j.stop)
 	<-j.done
-	if cur == nil {
-		return
-	}
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	cur.sealed = true
-	if cur.pending > 0 {
+	switch {
+	case cur == nil:
+	case cur.pending > 0:
+		cur.sealed = true
 		_ = cur.f.Sync()
 		j.log.Error("audit journal closed with rows not yet kept elsewhere; the next start loads them",
 			"segment", cur.name, "rows", cur.pending)
 		cur.f.Close()
 		cur.f = nil
-		return
+	default:
+		cur.sealed = true
+		j.removeIfDone(cur)
 	}
-	j.removeIfDone(cur)
+	j.mu.Unlock()
+	if j.barrier != nil {
+		j.removeReady(true)
+	}
 }
 
 // JournalStats are the journal's counters: records written, in how many

@@ -92,6 +92,9 @@ type WriterOptions struct {
 	// Default 5s.
 	RetryMax time.Duration
 	Logger   *slog.Logger
+	// beforeSync, when set, runs at the start of every durability barrier
+	// and fails it by returning an error (tests).
+	beforeSync func() error
 }
 
 // Writer writes entries asynchronously, in batches, and loses none. With a
@@ -99,8 +102,8 @@ type WriterOptions struct {
 // (group commit, no fsync per row) before Record or the admitted call's
 // record function returns, so that a process crash loses no row; the
 // journal segments are deleted once their rows are in the store or the
-// spool, and a crashed process's segments are moved to the spool on the
-// next start. A
+// spool (after a barrier making the store's copy durable: Store.Sync), and
+// a crashed process's segments are moved to the spool on the next start. A
 // batch the store refuses stays in memory and is retried with backoff;
 // past Buffer rows the backlog goes to the spool on disk (fsync'd), which
 // is drained oldest first once the store takes rows again, also after a
@@ -197,6 +200,7 @@ func NewWriter(store *Store, opts WriterOptions) (*Writer, error) {
 				"torn_segments", left.Torn, "bad_segments", left.Bad)
 		}
 		left.Done(opts.SpoolDir)
+		j.barrier = w.durable
 		w.journal = j
 		if n := sp.Rows(); n > 0 {
 			w.log.Warn("audit spool holds rows from an earlier run; writing them to the store", "rows", n, "dir", sp.Dir())
@@ -598,6 +602,11 @@ func (w *Writer) drainSpool() (bool, error) {
 		}
 		rows = rows[n:]
 	}
+	// The segment is deleted only once its rows are durable in the store;
+	// when that fails it is drained again (the store skips rows it has).
+	if err := w.durable(); err != nil {
+		return true, err
+	}
 	if err := w.spool.remove(seg); err != nil {
 		return true, err
 	}
@@ -632,6 +641,20 @@ func (w *Writer) bound(pending *[]Entry) {
 		w.log.Error("AUDIT ROWS DROPPED: memory backlog full, no spool, policy drop-oldest", "rows", n)
 	}
 	// RefuseCalls: Admit refuses new calls; rows of admitted calls stay.
+}
+
+// durable is the barrier before the journal or the spool deletes rows the
+// store took: it returns once they are durable in the store.
+func (w *Writer) durable() error {
+	if w.opts.beforeSync != nil {
+		if err := w.opts.beforeSync(); err != nil {
+			return err
+		}
+	}
+	// Not w.base: Close cancels it before the journal's last barrier.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return w.store.Sync(ctx)
 }
 
 // release tells the journal that rows are kept elsewhere (or dropped by
