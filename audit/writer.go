@@ -16,16 +16,39 @@ import (
 // Recorder takes audit entries on the call path.
 type Recorder interface {
 	// Admit is asked before a call may reach its upstream. It returns the
-	// function that records the call's entry, which the caller must call
-	// exactly once, before the call is answered, or an audit_unavailable
-	// error when the row could not be kept: the call must then be refused
-	// without reaching the upstream. The function returns once the row is
-	// in the Writer's journal (when it has one), so that a crash after
-	// the answer keeps the row.
-	Admit() (func(Entry), error)
+	// admission whose Record records the call's entry, which the caller
+	// must call exactly once, before the call is answered, or an
+	// audit_unavailable error when the row could not be kept: the call
+	// must then be refused without reaching the upstream. Record returns
+	// once the row is in the Writer's journal (when it has one), so that
+	// a crash after the answer keeps the row.
+	Admit() (Admission, error)
 	// Record records the entry of a call that was not admitted (refused
 	// before it could reach an upstream), also through the journal.
 	Record(Entry)
+}
+
+// Admission is an admitted call's right to record its row (Recorder.Admit).
+// It is a value the call keeps (a closure per call was two of a
+// tools/call's allocations): Record it through the variable Admit's
+// answer was stored in, once; a second Record of that variable records
+// nothing.
+type Admission struct {
+	record func(Entry) // the recorder's, shared by its admissions
+	done   bool
+}
+
+// AdmitTo returns an Admission whose Record gives the entry to record:
+// for Recorders other than Writer.
+func AdmitTo(record func(Entry)) Admission { return Admission{record: record} }
+
+// Record records the admitted call's entry, the first time it is called.
+func (a *Admission) Record(e Entry) {
+	if a.done || a.record == nil {
+		return
+	}
+	a.done = true
+	a.record(e)
 }
 
 // AtFull is what a Writer does when its backlog (memory and spool) is
@@ -100,7 +123,7 @@ type WriterOptions struct {
 // Writer writes entries asynchronously, in batches, and loses none. With a
 // spool directory, every entry is first appended to the journal there
 // (group commit, no fsync per row) before Record or the admitted call's
-// record function returns, so that a process crash loses no row; the
+// Admission.Record returns, so that a process crash loses no row; the
 // journal segments are deleted once their rows are in the store or the
 // spool (after a barrier making the store's copy durable: Store.Sync), and
 // a crashed process's segments are moved to the spool on the next start. A
@@ -120,6 +143,8 @@ type Writer struct {
 	queue    []Entry
 	closed   bool
 	inflight int
+	// admitted records an admitted call's entry (Admission.record).
+	admitted func(Entry)
 	// memory counts the rows waiting in memory: the queue and the batch
 	// the loop holds.
 	memory atomic.Int64
@@ -177,6 +202,7 @@ func NewWriter(store *Store, opts WriterOptions) (*Writer, error) {
 	w := &Writer{store: store, opts: opts, log: opts.Logger,
 		wake: make(chan struct{}, 1), flushCh: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	w.admitted = func(e Entry) { w.add(e, true) }
 	w.base, w.cancelBase = context.WithCancel(context.Background())
 	if opts.SpoolDir != "" {
 		sp, err := OpenSpool(opts.SpoolDir)
@@ -283,26 +309,20 @@ func (w *Writer) setFull(full bool) {
 
 // Admit implements Recorder: it refuses the call when the backlog is full
 // under RefuseCalls, or when the writer is closed.
-func (w *Writer) Admit() (func(Entry), error) {
+func (w *Writer) Admit() (Admission, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		w.refused.Add(1)
-		return nil, errUnavailable("the server is shutting down")
+		return Admission{}, errUnavailable("the server is shutting down")
 	}
 	if w.opts.AtFull == RefuseCalls && w.isFull() {
 		w.setFull(true)
 		w.refused.Add(1)
-		return nil, errUnavailable("the audit backlog is full while the store is unavailable")
+		return Admission{}, errUnavailable("the audit backlog is full while the store is unavailable")
 	}
 	w.inflight++
-	var once atomic.Bool
-	return func(e Entry) {
-		if once.Swap(true) {
-			return
-		}
-		w.add(e, true)
-	}, nil
+	return Admission{record: w.admitted}, nil
 }
 
 // Record implements Recorder.

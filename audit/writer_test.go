@@ -29,7 +29,7 @@ func admitAndRecord(w *audit.Writer, i int) error {
 	if err != nil {
 		return err
 	}
-	record(audit.Entry{Tenant: "ten_a", Instance: "crm", Tool: "t", Action: fmt.Sprint(i), Outcome: "ok", Status: 200})
+	record.Record(audit.Entry{Tenant: "ten_a", Instance: "crm", Tool: "t", Action: fmt.Sprint(i), Outcome: "ok", Status: 200})
 	return nil
 }
 
@@ -157,7 +157,7 @@ func TestFullBacklogRefusesCalls(t *testing.T) {
 	}
 	defer w.Close(context.Background())
 	// Admitted calls still running when the backlog fills keep their rows.
-	var open []func(audit.Entry)
+	var open []audit.Admission
 	for range 3 {
 		r, err := w.Admit()
 		if err != nil {
@@ -176,8 +176,8 @@ func TestFullBacklogRefusesCalls(t *testing.T) {
 	if !isCode(refusal, "audit_unavailable") {
 		t.Fatalf("a full backlog did not refuse a call: %v (stats %+v)", refusal, w.Stats())
 	}
-	for _, r := range open {
-		r(audit.Entry{Tenant: "ten_a", Tool: "late", Outcome: "ok"})
+	for i := range open {
+		open[i].Record(audit.Entry{Tenant: "ten_a", Tool: "late", Outcome: "ok"})
 	}
 	if st := w.Stats(); st.Full == 0 || st.Refused == 0 || st.Dropped != 0 {
 		t.Fatalf("stats %+v: want full counted, a refusal, nothing dropped", st)
@@ -219,4 +219,41 @@ func TestFullBacklogDropsOldest(t *testing.T) {
 func isCode(err error, code string) bool {
 	var e *switchboard.Error
 	return errors.As(err, &e) && e.Code == code
+}
+
+// An admission records one row however often its Record is called, and
+// Close waits for an admitted call until it records, not longer.
+func TestAdmissionRecordsOnce(t *testing.T) {
+	t.Parallel()
+	db := dbtest.SQLite(t)
+	w, err := audit.NewWriter(audit.NewStore(db), audit.WriterOptions{Interval: 10 * time.Millisecond, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := w.Admit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.Admit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		a.Record(audit.Entry{Tenant: "ten_a", Instance: "crm", Tool: "t", Action: "a", Outcome: "ok"})
+	}
+	closed := make(chan struct{})
+	go func() { w.Close(context.Background()); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while an admitted call had not recorded its row")
+	case <-time.After(200 * time.Millisecond):
+	}
+	b.Record(audit.Entry{Tenant: "ten_a", Instance: "crm", Tool: "t", Action: "b", Outcome: "ok"})
+	<-closed
+	// a's row in the store, b's (recorded after Close began) spooled.
+	if st := w.Stats(); st.Written+st.Spooled != 2 || st.Dropped != 0 {
+		t.Fatalf("stats %+v: want two rows kept", st)
+	}
+	var zero audit.Admission
+	zero.Record(audit.Entry{Tenant: "ten_a"}) // records nothing, and does not panic
 }

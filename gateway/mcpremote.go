@@ -67,12 +67,16 @@ func (g *Gateway) RemoteToolList(ctx context.Context, t *Target, p *auth.Princip
 func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, params *sdk.CallToolParams) (*sdk.CallToolResult, error) {
 	name := params.Name
 	start := time.Now()
-	var record func(audit.Entry)
+	var (
+		record  audit.Admission
+		audited bool
+	)
 	if g.audit != nil && p != nil && t != nil {
 		var err error
 		if record, err = g.audit.Admit(); err != nil {
 			return nil, err
 		}
+		audited = true
 	}
 	tk, err := g.admit(ctx, t, p)
 	var (
@@ -84,7 +88,7 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 		tk.Done()
 	}
 	g.logRefusal(t, err)
-	if record != nil {
+	if audited {
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: name, Action: "call", Outcome: "ok", Status: status,
 			LatencyUs: time.Since(start).Microseconds()}
@@ -96,7 +100,7 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 		} else if res.IsError {
 			e.Outcome = "tool_error"
 		}
-		record(e)
+		record.Record(e)
 	}
 	return res, err
 }

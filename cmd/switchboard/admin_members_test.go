@@ -106,8 +106,10 @@ func migratedDataDir(t *testing.T) (string, *database.DB) {
 // discardRecorder drops audit entries (the test reads the command's rows).
 type discardRecorder struct{}
 
-func (discardRecorder) Admit() (func(audit.Entry), error) { return func(audit.Entry) {}, nil }
-func (discardRecorder) Record(audit.Entry)                {}
+func (discardRecorder) Admit() (audit.Admission, error) {
+	return audit.AdmitTo(func(audit.Entry) {}), nil
+}
+func (discardRecorder) Record(audit.Entry) {}
 
 // OpenID Connect settings are checked at start: issuer and client id go
 // together, and tenant domains are tenant=domain pairs.
