@@ -106,10 +106,11 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
 	reqCtx := ctx
 	if client.Jar == nil && client.Timeout > 0 {
 		// The whole exchange, body included (read below), as
-		// http.Client.Timeout bounds it.
-		var cancel context.CancelFunc
-		reqCtx, cancel = context.WithTimeout(ctx, client.Timeout)
-		defer cancel()
+		// http.Client.Timeout bounds it; cancelled, cause
+		// context.DeadlineExceeded, at the timeout (upstreamDeadlines).
+		var h deadlineHandle
+		reqCtx, h = upstreamDeadlines.withTimeout(ctx, client.Timeout)
+		defer h.end()
 	}
 	req, err := BuildRequest(reqCtx, c)
 	if err != nil {
