@@ -563,8 +563,15 @@ func (g *Gateway) Invalidate(ch tenants.Change) {
 // "agent_not_allowed", returned with the principal and the target (so the
 // refusal can be audited); callers must check the error first.
 func (g *Gateway) Authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string) (*auth.Principal, *Target, error) {
+	return g.AuthorizeInto(ctx, r, tenantSlug, instanceSlug, nil)
+}
+
+// AuthorizeInto is Authorize with the principal written into *into when
+// into is not nil and the credential is an API key
+// (auth.Callers.AuthenticateInto): no principal allocated per call.
+func (g *Gateway) AuthorizeInto(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string, into *auth.Principal) (*auth.Principal, *Target, error) {
 	start := time.Now()
-	p, err := g.Authenticate(ctx, r, tenantSlug)
+	p, err := g.callers.AuthenticateInto(ctx, r, tenantSlug, into)
 	resolved := time.Now()
 	g.metrics.Step(metrics.StepAuthenticate, resolved.Sub(start))
 	if g.tracer != nil {
@@ -868,6 +875,28 @@ type surfaceKey struct{}
 // WithSurface returns ctx carrying s, which Call reads.
 func WithSurface(ctx context.Context, s *Surface) context.Context {
 	return context.WithValue(ctx, surfaceKey{}, s)
+}
+
+// SurfaceContext is WithSurface's context kept in memory the caller
+// allocated anyway (WithSurfaceIn): no context value allocated per call.
+type SurfaceContext struct {
+	context.Context
+	s *Surface
+}
+
+// Value implements context.Context.
+func (c *SurfaceContext) Value(key any) any {
+	if key == (surfaceKey{}) {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+// WithSurfaceIn is WithSurface in *dst, which must live as long as the
+// context returned (dst itself) is used.
+func WithSurfaceIn(dst *SurfaceContext, ctx context.Context, s *Surface) context.Context {
+	*dst = SurfaceContext{Context: ctx, s: s}
+	return dst
 }
 
 var unknownSurface = &Surface{Name: "other", Protocol: "none"}

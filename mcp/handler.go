@@ -212,6 +212,9 @@ type authorized struct {
 	// (ServeHTTP, before the request is shared): serverFor then takes
 	// no lock a second time.
 	srv *connServer
+	// callCtx is the fast path's call context (its one message's): the
+	// request's context with the surface (gateway.WithSurfaceIn).
+	callCtx gateway.SurfaceContext
 }
 
 // extra is the TokenInfo.Extra map tool handlers read.
@@ -223,9 +226,10 @@ type authorizedKey struct{}
 
 // requestState is what ServeHTTP keeps for a request, in one allocation.
 type requestState struct {
-	a        authorized
-	logAttrs [10]slog.Attr
-	msg      [1]envelope
+	a         authorized
+	principal auth.Principal // a caller credential's (authorize)
+	logAttrs  [10]slog.Attr
+	msg       [1]envelope
 }
 
 // verifyFromContext is the SDK's token verifier. The token itself was
@@ -433,7 +437,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	p, t, err := h.authorize(ctx, r, tenantSlug, instanceSlug)
+	p, t, err := h.authorize(ctx, r, tenantSlug, instanceSlug, &st.principal)
 	if err != nil {
 		gateway.LogError(log, "mcp request refused", err)
 		if name, ok := calledTool(body); ok {
@@ -541,12 +545,13 @@ func (h *handler) serveSDK(w http.ResponseWriter, r *http.Request, body []byte) 
 }
 
 // authorize authenticates the request: an OAuth access token of the
-// configured authorization server, or a caller credential.
-func (h *handler) authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string) (*auth.Principal, *gateway.Target, error) {
+// configured authorization server, or a caller credential (whose
+// principal is written into *into).
+func (h *handler) authorize(ctx context.Context, r *http.Request, tenantSlug, instanceSlug string, into *auth.Principal) (*auth.Principal, *gateway.Target, error) {
 	az := h.opts.Authorization
 	token, hasBearer := bearerToken(r)
 	if !hasBearer || az == nil || !az.isOAuthToken(token) {
-		return h.g.Authorize(ctx, r, tenantSlug, instanceSlug)
+		return h.g.AuthorizeInto(ctx, r, tenantSlug, instanceSlug, into)
 	}
 	resource := publicBase(h.opts.PublicURL, r) + r.URL.Path
 	sub, client, err := az.verify(ctx, token, resource)
