@@ -294,7 +294,10 @@ func (j *Journal) Append(e *Entry) error {
 	j.buf = append(j.buf, make([]byte, recordHead)...)
 	var ok bool
 	if j.buf, ok = appendRecord(j.buf, e); !ok {
-		if err := j.enc.Encode(e); err != nil {
+		// The encoder gets a copy: handing it e (an interface) would move
+		// every caller's entry to the heap, on the common path too.
+		c := *e
+		if err := j.enc.Encode(&c); err != nil {
 			j.buf = j.buf[:start]
 			j.mu.Unlock()
 			return err

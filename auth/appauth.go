@@ -39,6 +39,10 @@ type AppAuth struct {
 	// checks say, for the modes whose credential is each user's own,
 	// whether the call's user has one (Connected).
 	checks map[string]CheckFunc
+	// static are the modes whose Applier depends on nothing but the
+	// instance's manifest, field values and mode (no user, no clock):
+	// one built for a set of field values serves every call with them.
+	static map[string]bool
 }
 
 // CheckFunc reports whether a mode's credential exists for the call's
@@ -75,10 +79,22 @@ func (a *AppAuth) Connected(ctx context.Context, in ModeInput) error {
 // clientCredentials, oauth, oauthCentral and jwt are registered by the
 // packages that implement them, through Register.
 func NewAppAuth() *AppAuth {
-	a := &AppAuth{modes: map[string]ModeFunc{}, checks: map[string]CheckFunc{}}
+	a := &AppAuth{modes: map[string]ModeFunc{}, checks: map[string]CheckFunc{}, static: map[string]bool{}}
 	a.Register(registry.ModeAPIKey, apiKeyMode)
 	a.Register(registry.ModeAccessToken, accessTokenMode)
+	a.static[registry.ModeAPIKey] = true
+	a.static[registry.ModeAccessToken] = true
 	return a
+}
+
+// Static reports whether the Applier of mode is a function of the
+// instance's manifest and field values alone (apiKey, accessToken): the
+// caller may keep the one Build returned with those values and use it for
+// every call made with them. Appliers are safe for concurrent use.
+func (a *AppAuth) Static(mode string) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.static[mode]
 }
 
 // Register sets the implementation of mode, replacing any previous one.
@@ -86,6 +102,8 @@ func (a *AppAuth) Register(mode string, f ModeFunc) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.modes[mode] = f
+	// A replacement may depend on more than the fields.
+	delete(a.static, mode)
 }
 
 // Build returns the Applier for in.Instance's auth mode.

@@ -355,6 +355,16 @@ type credentials struct {
 	// last is the redactor of the last call's credentials, reused while
 	// they stay the same (a token lives for many calls).
 	last atomic.Pointer[callRedactor]
+	// static is the applier of a static auth mode (auth.AppAuth.Static)
+	// built from these fields, kept for the calls made with them.
+	static atomic.Pointer[staticApplier]
+}
+
+// staticApplier is an applier and what it was built for.
+type staticApplier struct {
+	mode     string
+	manifest *registry.Manifest
+	ap       registry.Applier
 }
 
 // callRedactor is a redactor and the credential values it was built for.
@@ -1061,7 +1071,15 @@ func (g *Gateway) logRefusal(t *Target, err error) {
 // buildAppAuth resolves the instance's auth mode into the upstream
 // credentials of p (p's subject for per-user modes).
 func (g *Gateway) buildAppAuth(ctx context.Context, t *Target, c *credentials, p *auth.Principal) (registry.Applier, error) {
-	return g.appAuth.Build(ctx, modeInput(t, c, p))
+	mode, m := t.Instance.AuthMode, &t.Connector.Manifest
+	if s := c.static.Load(); s != nil && s.mode == mode && s.manifest == m {
+		return s.ap, nil
+	}
+	ap, err := g.appAuth.Build(ctx, modeInput(t, c, p))
+	if err == nil && g.appAuth.Static(mode) {
+		c.static.Store(&staticApplier{mode: mode, manifest: m, ap: ap})
+	}
+	return ap, err
 }
 
 // redact removes every secret of the call from what came back: the
