@@ -797,17 +797,25 @@ func (g *Gateway) Call(ctx context.Context, t *Target, p *auth.Principal, op *re
 // list of distinct names (registry.Call.Strings): the same call, without
 // building a map.
 func (g *Gateway) CallStrings(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args []registry.StringArg) (*registry.Response, error) {
+	return g.CallStringsInto(ctx, t, p, op, args, nil)
+}
+
+// CallStringsInto is CallStrings writing the upstream's response into
+// into (registry.Dispatcher.DoInto) when it is not nil: a caller that has
+// one allocation per request keeps the response there.
+func (g *Gateway) CallStringsInto(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args []registry.StringArg, into *registry.Response) (*registry.Response, error) {
 	if args == nil {
 		args = []registry.StringArg{} // no arguments, not Call's nil map
 	}
-	return g.callAudited(ctx, t, p, op, callArgs{list: args}, true)
+	return g.callAudited(ctx, t, p, op, callArgs{list: args, into: into}, true)
 }
 
 // callArgs are a call's arguments: a map, or a list of strings when m is
-// nil and list is not.
+// nil and list is not; and where the response goes (nil: a new one).
 type callArgs struct {
 	m    map[string]any
 	list []registry.StringArg
+	into *registry.Response
 }
 
 // CallResource is Call for an MCP Resource flow (package knowledge): the
@@ -1011,7 +1019,7 @@ func (g *Gateway) call(ctx context.Context, t *Target, p *auth.Principal, op *re
 			}
 			traced = g.tracer.Upstream(ctx, header, header != nil)
 		}
-		resp, err := g.dispatcher.Do(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Base: c.base, Servers: c.servers, Args: args.m, Strings: args.list, Credentials: applier, Header: header})
+		resp, err := g.dispatcher.DoInto(ctx, registry.Call{Op: op, BaseURL: c.baseURL, Base: c.base, Servers: c.servers, Args: args.m, Strings: args.list, Credentials: applier, Header: header}, args.into)
 		g.metrics.Since(metrics.StepUpstream, sent)
 		if resp != nil {
 			g.learn(t, p, resp)

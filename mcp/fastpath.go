@@ -348,7 +348,7 @@ func (h *handler) fastCall(w http.ResponseWriter, r *http.Request, a *authorized
 			}
 		}
 	}
-	resp, res := h.callEntity(gateway.WithSurfaceIn(&a.callCtx, r.Context(), a.surface), e, a.principal, a.target, a.log, args, target, true)
+	resp, res := h.callEntity(gateway.WithSurfaceIn(&a.callCtx, r.Context(), a.surface), e, a.principal, a.target, a.log, args, target, true, &a.resp)
 	if res == nil {
 		// A success: rendered from the upstream's bytes when it can be.
 		buf := resultBuffers.Get().(*[]byte)

@@ -215,6 +215,9 @@ type authorized struct {
 	// callCtx is the fast path's call context (its one message's): the
 	// request's context with the surface (gateway.WithSurfaceIn).
 	callCtx gateway.SurfaceContext
+	// resp is the fast path's upstream response
+	// (gateway.CallStringsInto).
+	resp registry.Response
 }
 
 // extra is the TokenInfo.Extra map tool handlers read.

@@ -49,7 +49,7 @@ func (h *handler) toolHandler(e *registry.Entity) sdk.ToolHandler {
 // arguments and the targetUserId of its params._meta (metaTarget, "" when
 // absent or not a string). The SDK's tool handler calls it.
 func (h *handler) callTool(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string) *sdk.CallToolResult {
-	resp, res := h.callEntity(ctx, e, p, t, log, rawArgs, metaTarget, false)
+	resp, res := h.callEntity(ctx, e, p, t, log, rawArgs, metaTarget, false, nil)
 	if res != nil {
 		return res
 	}
@@ -61,8 +61,9 @@ func (h *handler) callTool(ctx context.Context, e *registry.Entity, p *auth.Prin
 // The fast path calls it, to render a success without the SDK's types,
 // with asStrings set: then arguments that are all strings go to the
 // gateway as a list, without a map (the SDK's path keeps the map, so the
-// differential test holds one to the other).
-func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string, asStrings bool) (resp *registry.Response, res *sdk.CallToolResult) {
+// differential test holds one to the other), and into, when set, takes
+// the response of such a call (the request's allocation).
+func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Principal, t *gateway.Target, log gateway.CallLog, rawArgs json.RawMessage, metaTarget string, asStrings bool, into *registry.Response) (resp *registry.Response, res *sdk.CallToolResult) {
 	// The call's attributes; refusals before the action is known add
 	// these.
 	who := [...]slog.Attr{slog.String("agent", p.AgentID), slog.String("caller", string(p.Caller.ID)), slog.String("tool", e.Name)}
@@ -145,7 +146,7 @@ func (h *handler) callEntity(ctx context.Context, e *registry.Entity, p *auth.Pr
 
 	var err error
 	if asStrings {
-		resp, err = h.g.CallStrings(ctx, t, p, ac.Op, list)
+		resp, err = h.g.CallStringsInto(ctx, t, p, ac.Op, list, into)
 	} else {
 		resp, err = h.g.Call(ctx, t, p, ac.Op, args)
 	}

@@ -99,6 +99,13 @@ var defaultClient = &http.Client{
 // upstream_unavailable, an address the egress guard refuses one with code
 // egress_refused.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
+	return d.DoInto(ctx, c, nil)
+}
+
+// DoInto is Do writing the response into out when out is not nil (and
+// returning out), so that a caller can keep it in an allocation it has
+// anyway; out is overwritten whole.
+func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Response, error) {
 	client := d.Client
 	if client == nil {
 		client = defaultClient
@@ -142,7 +149,10 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Response, error) {
 		// A failure keeps its status mapping; its body is cut at the cap.
 		body = body[:limit]
 	}
-	out := &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, ContentType: resp.Header.Get("Content-Type")}
+	if out == nil {
+		out = new(Response)
+	}
+	*out = Response{Status: resp.StatusCode, Header: resp.Header, Body: body, ContentType: resp.Header.Get("Content-Type")}
 	if failed {
 		return out, NewUpstreamError(resp.StatusCode, resp.Header, body)
 	}
