@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -276,4 +277,42 @@ func TestJournalReplayIsIdempotent(t *testing.T) {
 	if st := w.Stats(); st.Spool != 0 {
 		t.Fatalf("spool rows left: %d", st.Spool)
 	}
+}
+
+// TestJournalFallbackRow: a row appendRecord declines (a text that is not
+// plain) goes through the encoder, whose copy leaves the caller's entry
+// as it was but for its group, and comes back whole after a crash.
+func TestJournalFallbackRow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j, _, err := OpenJournal(dir, 0, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	e := Entry{ID: NewID(now), Time: now, Tenant: "ten_a", Instance: "crm", Tool: "t", Action: "quote \" and \u00e9", Outcome: "ok", Status: 200}
+	if _, ok := appendRecord(nil, &e); ok {
+		t.Fatal("the row takes the direct way: it tests nothing")
+	}
+	want := e
+	if err := j.Append(&e); err != nil {
+		t.Fatal(err)
+	}
+	if e.jgrp == nil {
+		t.Fatal("the appended entry carries no group")
+	}
+	e.jgrp = nil
+	if !reflect.DeepEqual(e, want) {
+		t.Fatalf("Append changed the entry: %+v", e)
+	}
+	crash(j)
+	again, left, err := OpenJournal(dir, 0, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if len(left.Rows) != 1 || left.Rows[0].ID != want.ID || left.Rows[0].Action != want.Action || !left.Rows[0].Time.Equal(want.Time) {
+		t.Fatalf("after the crash: %+v", left.Rows)
+	}
+	left.Done(dir)
 }

@@ -177,3 +177,23 @@ func TestAppAuthApplierLogsRedacted(t *testing.T) {
 		t.Errorf("log line = %s", buf.String())
 	}
 }
+
+// TestAppAuthStatic: only the modes whose applier depends on the
+// instance's fields alone are static (the gateway keeps their applier
+// with the fields), and a mode registered again is not.
+func TestAppAuthStatic(t *testing.T) {
+	t.Parallel()
+	a := auth.NewAppAuth()
+	for mode, want := range map[string]bool{
+		registry.ModeAPIKey: true, registry.ModeAccessToken: true,
+		registry.ModeJWT: false, "oauth": false, "clientCredentials": false, "": false,
+	} {
+		if got := a.Static(mode); got != want {
+			t.Errorf("Static(%q) = %v, want %v", mode, got, want)
+		}
+	}
+	a.Register(registry.ModeAPIKey, func(context.Context, auth.ModeInput) (registry.Applier, error) { return nil, nil })
+	if a.Static(registry.ModeAPIKey) {
+		t.Error("a mode registered again is still static")
+	}
+}
