@@ -38,6 +38,7 @@ func TestCallerJWT(t *testing.T) {
 		t.Fatal(err)
 	}
 	callers := auth.NewCallers(store)
+	t.Cleanup(callers.Wait)
 	callers.SetJWT(&auth.CallerJWT{Issuer: "https://platform.test", Audience: "switchboard", Keys: pub})
 	callers.SetMembers(memberList{"alice": true})
 

@@ -22,6 +22,7 @@ func TestCallerLastUse(t *testing.T) {
 		ctx := context.Background()
 		store, svc := tenantService(t, db, "acme")
 		callers := auth.NewCallers(store)
+		t.Cleanup(callers.Wait)
 		caller, token, err := svc.CreateCaller(ctx, "acme", tenants.CallerRequest{Name: "c", Kind: tenants.KindCron, UserID: "svc-1"})
 		if err != nil {
 			t.Fatal(err)

@@ -91,6 +91,9 @@ const maxIdentity = 128
 // nothing about stored tokens.
 type Callers struct {
 	store *tenants.Store
+	// touches counts the last-use writes in flight (touch), which Wait
+	// waits for.
+	touches sync.WaitGroup
 	// metrics counts the cache's hits and misses (SetMetrics).
 	metrics *metrics.Metrics
 
@@ -455,12 +458,20 @@ func (c *Callers) touch(e *cachedCaller) {
 	if now.UnixNano()-last < int64(tenants.CallerTouchInterval) || !e.touched.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
+	c.touches.Add(1)
 	go func() {
+		defer c.touches.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = c.store.TouchCaller(ctx, e.caller.ID, now)
 	}()
 }
+
+// Wait returns once the last-use writes started so far have ended. Call
+// it before closing the store: database/sql's Close does not wait for
+// queries in progress, so a write could otherwise outlive the store (on
+// SQLite, touching its files after they were removed).
+func (c *Callers) Wait() { c.touches.Wait() }
 
 func identityHeader(r *http.Request, name string) string {
 	v := strings.TrimSpace(r.Header.Get(name))

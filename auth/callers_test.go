@@ -35,6 +35,7 @@ func TestCallersAuthenticate(t *testing.T) {
 		ctx := context.Background()
 		store, svc := tenantService(t, db, "acme", "globex")
 		callers := auth.NewCallers(store)
+		t.Cleanup(callers.Wait)
 		svc.Subscribe(callers.Invalidate)
 		issue := func(tenant string, req tenants.CallerRequest) (*tenants.Caller, string) {
 			c, tok, err := svc.CreateCaller(ctx, tenant, req)

@@ -35,6 +35,7 @@ func TestCallerUserModes(t *testing.T) {
 		store, svc := tenantService(t, db, "acme", "globex")
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		callers := auth.NewCallers(store)
+		t.Cleanup(callers.Wait)
 		callers.SetJWT(&auth.CallerJWT{Issuer: "https://platform.test", Audience: "switchboard", Keys: []crypto.PublicKey{&key.PublicKey}})
 		callers.SetMembers(memberList{"alice": true, "bob": true})
 		issue := func(req tenants.CallerRequest) string {

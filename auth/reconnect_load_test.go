@@ -32,6 +32,7 @@ func TestListenerReconnectUnderLoadKeepsHitRate(t *testing.T) {
 	storeB := tenants.NewStore(replicas[1], nil)
 	b := tenants.NewService(storeB, nil)
 	callersB := auth.NewCallers(storeB)
+	t.Cleanup(callersB.Wait)
 	b.Subscribe(callersB.Invalidate)
 	var (
 		mu    sync.Mutex

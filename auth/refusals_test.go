@@ -155,6 +155,7 @@ func authCost(t *testing.T, db *database.DB, callers *auth.Callers, tok string) 
 func subscribedCallers(t *testing.T, db *database.DB) (*tenants.Service, *auth.Callers) {
 	_, svc := tenantService(t, db, "acme")
 	callers := auth.NewCallers(svc.Store())
+	t.Cleanup(callers.Wait)
 	svc.Subscribe(callers.Invalidate)
 	return svc, callers
 }

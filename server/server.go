@@ -167,6 +167,7 @@ type Config struct {
 // Server is an assembled Switchboard.
 type Server struct {
 	cfg     Config
+	callers *auth.Callers
 	logger  *slog.Logger
 	db      *database.DB
 	handler http.Handler
@@ -263,6 +264,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		client = egress.NewClient(egress.Config{Allow: cfg.AllowUpstreams})
 	}
 	callers := auth.NewCallers(tenantStore)
+	s.callers = callers
 	callers.SetMetrics(s.metrics)
 	if cfg.CacheBudget > 0 || cfg.CacheTTL > 0 {
 		callers.SetCache(cfg.CacheBudget/4, cfg.CacheTTL)
@@ -710,6 +712,9 @@ func (s *Server) Close() error {
 	s.gateway.Close()
 	s.local.Close()
 	s.audit.Close(ctx)
+	if s.callers != nil {
+		s.callers.Wait()
+	}
 	if err := s.tracer.Shutdown(ctx); err != nil {
 		s.logger.Warn("exporting the last spans", "err", err.Error())
 	}
