@@ -42,6 +42,10 @@ type Admission struct {
 // for Recorders other than Writer.
 func AdmitTo(record func(Entry)) Admission { return Admission{record: record} }
 
+// Admitted reports whether a is an admitted call's (not the zero value):
+// whether its call has a row to record.
+func (a *Admission) Admitted() bool { return a.record != nil }
+
 // Record records the admitted call's entry, the first time it is called.
 func (a *Admission) Record(e Entry) {
 	if a.done || a.record == nil {

@@ -25,20 +25,16 @@ import (
 func (g *Gateway) Forward(ctx context.Context, t *Target, p *auth.Principal, method string,
 	fn func(context.Context, *sdk.ClientSession) (sdk.Result, error)) (sdk.Result, error) {
 	start := time.Now()
-	var (
-		record  audit.Admission
-		audited bool
-	)
+	var record audit.Admission
 	if g.audit != nil && p != nil && t != nil {
 		var err error
 		if record, err = g.audit.Admit(); err != nil {
 			return nil, err
 		}
-		audited = true
 	}
 	res, err := g.forward(ctx, t, p, fn)
 	g.logRefusal(t, err)
-	if audited {
+	if record.Admitted() {
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: method, Action: "forward", Outcome: "ok",
 			LatencyUs: time.Since(start).Microseconds()}

@@ -833,17 +833,13 @@ func (g *Gateway) CallResource(ctx context.Context, t *Target, p *auth.Principal
 
 func (g *Gateway) callAudited(ctx context.Context, t *Target, p *auth.Principal, op *registry.Operation, args callArgs, agent bool) (*registry.Response, error) {
 	start := time.Now()
-	var (
-		record  audit.Admission
-		audited bool
-	)
+	var record audit.Admission
 	if g.audit != nil && p != nil && t != nil {
 		// A call whose row could not be kept never reaches the upstream.
 		var err error
 		if record, err = g.audit.Admit(); err != nil {
 			return nil, err
 		}
-		audited = true
 	}
 	tk, err := g.admit(ctx, t, p)
 	var resp *registry.Response
@@ -860,7 +856,7 @@ func (g *Gateway) callAudited(ctx context.Context, t *Target, p *auth.Principal,
 		}
 		g.tracer.Outcome(ctx, t.Instance.ConnectorID, code)
 	}
-	if audited {
+	if record.Admitted() {
 		tool, action := g.toolAction(t, op)
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: tool, Action: action, Outcome: "ok",

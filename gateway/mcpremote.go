@@ -67,16 +67,12 @@ func (g *Gateway) RemoteToolList(ctx context.Context, t *Target, p *auth.Princip
 func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, params *sdk.CallToolParams) (*sdk.CallToolResult, error) {
 	name := params.Name
 	start := time.Now()
-	var (
-		record  audit.Admission
-		audited bool
-	)
+	var record audit.Admission
 	if g.audit != nil && p != nil && t != nil {
 		var err error
 		if record, err = g.audit.Admit(); err != nil {
 			return nil, err
 		}
-		audited = true
 	}
 	tk, err := g.admit(ctx, t, p)
 	var (
@@ -88,7 +84,7 @@ func (g *Gateway) CallRemote(ctx context.Context, t *Target, p *auth.Principal, 
 		tk.Done()
 	}
 	g.logRefusal(t, err)
-	if audited {
+	if record.Admitted() {
 		e := audit.Entry{Time: start.UTC(), Tenant: t.Instance.TenantID, Instance: t.Instance.Slug, Agent: p.AgentID,
 			Actor: p.UserID, Subject: p.Subject(), Tool: name, Action: "call", Outcome: "ok", Status: status,
 			LatencyUs: time.Since(start).Microseconds()}
