@@ -55,14 +55,14 @@ func TestBrowserAudit(t *testing.T) {
 	}
 
 	// Paging: Older shows the other 10, Newer goes back to 50.
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Click(chromedp.CSS(`.pager a[rel="next"]`)),
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), click(`.pager a[rel="next"]`),
 		chromedp.WaitVisible(chromedp.CSS(`.pager a[rel="prev"]`))); err != nil {
 		t.Fatalf("Older: %v", err)
 	}
 	if n := rows(); n != 10 {
 		t.Errorf("the older page shows %d rows, want 10", n)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.pager a[rel="prev"]`)), chromedp.WaitNotPresent(chromedp.CSS(`.pager a[rel="prev"]`))); err != nil {
+	if err := chromedp.Do(ctx, click(`.pager a[rel="prev"]`), chromedp.WaitNotPresent(chromedp.CSS(`.pager a[rel="prev"]`))); err != nil {
 		t.Fatalf("Newer: %v", err)
 	}
 	if n := rows(); n != 50 {
@@ -71,8 +71,8 @@ func TestBrowserAudit(t *testing.T) {
 
 	// A filter set with the form: cursor's failed calls.
 	if err := chromedp.Do(ctx, chromedp.Navigate(p.URL+"/console/audit"), chromedp.WaitVisible(chromedp.CSS("#agent")),
-		chromedp.SendKeys(chromedp.CSS("#agent"), "cursor"), chromedp.SetValue(chromedp.CSS("#outcome"), "!ok"),
-		chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`))); err != nil {
+		sendKeys("#agent", "cursor"), setValue("#outcome", "!ok"),
+		click(`form.filters button[type="submit"]`)); err != nil {
 		t.Fatalf("filtering with the form: %v", err)
 	}
 	waitLocation(t, ctx, "agent=cursor")
@@ -92,13 +92,13 @@ func TestBrowserAudit(t *testing.T) {
 	checkPage(t, ctx, p.URL, dir, csp, pageCheck{"tenants", "/console/tenants", "Tenants"})
 	for _, w := range widths {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900), chromedp.Navigate(p.URL+"/console/audit"),
-			chromedp.WaitVisible(chromedp.CSS(".tenant-menu summary")), chromedp.Click(chromedp.CSS(".tenant-menu summary")),
+			chromedp.WaitVisible(chromedp.CSS(".tenant-menu summary")), click(".tenant-menu summary"),
 			chromedp.WaitVisible(chromedp.CSS(".tenant-menu button"))); err != nil {
 			t.Fatalf("opening the tenant menu at %d px: %v", w, err)
 		}
 		checkShown(t, ctx, dir, csp, pageCheck{name: "tenant-menu", heading: "Audit"}, w)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.tenant-menu button`))); err != nil {
+	if err := chromedp.Do(ctx, click(`.tenant-menu button`)); err != nil {
 		t.Fatalf("switching: %v", err)
 	}
 	waitLocation(t, ctx, "/console/instances")

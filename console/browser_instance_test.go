@@ -115,8 +115,8 @@ func TestBrowserInstance(t *testing.T) {
 
 	// The admin adds an agent with the allowlist editor.
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(360, 900), chromedp.Navigate(s.URL+"/console/instances/notes-key"),
-		chromedp.WaitVisible(chromedp.CSS("#add-agent")), chromedp.SendKeys(chromedp.CSS("#add-agent"), "ci-bot"),
-		chromedp.Click(chromedp.CSS(`.inline-form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(".notice"))); err != nil {
+		chromedp.WaitVisible(chromedp.CSS("#add-agent")), sendKeys("#add-agent", "ci-bot"),
+		click(`.inline-form button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS(".notice"))); err != nil {
 		t.Fatalf("adding an agent: %v", err)
 	}
 	waitText(t, ctx, ".notice", "allowlist is saved")
@@ -124,8 +124,8 @@ func TestBrowserInstance(t *testing.T) {
 		t.Fatalf("after adding in the browser the allowlist is %q", got)
 	}
 	// A bad agent id: the typed error on the page, nothing changed.
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#add-agent"), "no spaces allowed"),
-		chromedp.Click(chromedp.CSS(`.inline-form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("#problem"))); err != nil {
+	if err := chromedp.Do(ctx, sendKeys("#add-agent", "no spaces allowed"),
+		click(`.inline-form button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS("#problem"))); err != nil {
 		t.Fatalf("adding a bad agent id: %v", err)
 	}
 	waitText(t, ctx, "#problem", "invalid_agents")
@@ -136,7 +136,7 @@ func TestBrowserInstance(t *testing.T) {
 
 	// Test connection reaches the loopback upstream with the stored key.
 	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/console/instances/notes-key"),
-		chromedp.WaitVisible(chromedp.CSS("#run-test")), chromedp.Click(chromedp.CSS("#run-test")),
+		chromedp.WaitVisible(chromedp.CSS("#run-test")), click("#run-test"),
 		chromedp.WaitVisible(chromedp.CSS("#test-result"))); err != nil {
 		t.Fatalf("test connection: %v", err)
 	}
@@ -161,7 +161,7 @@ func TestBrowserInstance(t *testing.T) {
 		t.Fatalf("through the authorization server: %v", err)
 	}
 	waitText(t, ctx, "h1", "Connected")
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href$="/console/instances/notes"]`)), chromedp.WaitVisible(chromedp.CSS("#grant-state"))); err != nil {
+	if err := chromedp.Do(ctx, click(`a[href$="/console/instances/notes"]`), chromedp.WaitVisible(chromedp.CSS("#grant-state"))); err != nil {
 		t.Fatalf("back to the instance page: %v", err)
 	}
 	waitText(t, ctx, "#grant-state", "Connected")
@@ -183,7 +183,7 @@ func TestBrowserInstance(t *testing.T) {
 	}
 
 	// And disconnects it.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#disconnect")), chromedp.WaitVisible(chromedp.CSS(".notice"))); err != nil {
+	if err := chromedp.Do(ctx, click("#disconnect"), chromedp.WaitVisible(chromedp.CSS(".notice"))); err != nil {
 		t.Fatalf("disconnect: %v", err)
 	}
 	waitText(t, ctx, "#grant-state", "Not connected")

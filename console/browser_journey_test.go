@@ -183,16 +183,16 @@ func TestBrowserJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	signInBrowserTo(t, ctx, signin.LinkURL(srv.URL, first.Reveal()), "<h1>Tenants</h1>")
-	do("creating the tenant", chromedp.SendKeys(chromedp.CSS("#slug"), "acme"), chromedp.SendKeys(chromedp.CSS("#name"), "Acme"),
-		chromedp.Click(chromedp.CSS(`form[action="/console/operator/tenants"] button[type="submit"]`)),
+	do("creating the tenant", sendKeys("#slug", "acme"), sendKeys("#name", "Acme"),
+		click(`form[action="/console/operator/tenants"] button[type="submit"]`),
 		chromedp.WaitReady(chromedp.CSS(`input#tenant[value="acme"]`)))
-	do("inviting the owner", chromedp.SendKeys(chromedp.CSS("#email"), "owner@acme.test"),
-		chromedp.Click(chromedp.CSS(`form[action="/console/operator/tenants/invite"] button[type="submit"]`)),
+	do("inviting the owner", sendKeys("#email", "owner@acme.test"),
+		click(`form[action="/console/operator/tenants/invite"] button[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS("#once-open")))
 	checkPage(t, ctx, srv.URL, dir, csp, pageCheck{"journey-owner-invited", "", "Tenants"})
 	operatorCookie := sessionCookie(t, ctx, srv)
-	do("opening the invitation here", chromedp.Click(chromedp.CSS("#once-open")),
-		chromedp.WaitVisible(chromedp.CSS(`form button[type="submit"]`)), chromedp.Click(chromedp.CSS(`form button[type="submit"]`)))
+	do("opening the invitation here", click("#once-open"),
+		chromedp.WaitVisible(chromedp.CSS(`form button[type="submit"]`)), click(`form button[type="submit"]`))
 	if html := waitPage("signed in as the owner", "Instances"); !strings.Contains(html, "owner@acme.test") {
 		t.Fatal("the invitation opened in the operator's browser did not lead to the owner's console")
 	}
@@ -206,42 +206,42 @@ func TestBrowserJourney(t *testing.T) {
 	// 2. The owner signs in again with the identity provider.
 	setLogin("owner@acme.test")
 	do("signing out", chromedp.Navigate(srv.URL+"/console/instances"), chromedp.WaitVisible(chromedp.CSS(".who")),
-		chromedp.Click(chromedp.CSS(`.who button[type="submit"]`)), chromedp.WaitNotPresent(chromedp.CSS(".who")))
+		click(`.who button[type="submit"]`), chromedp.WaitNotPresent(chromedp.CSS(".who")))
 	do("signing in with Corp ID", chromedp.Navigate(srv.URL+"/console/instances"), chromedp.WaitVisible(chromedp.CSS(`ul.signin-issuers a`)),
-		chromedp.Click(chromedp.CSS(`ul.signin-issuers a`)))
+		click(`ul.signin-issuers a`))
 	if html := waitPage("the owner's instances", "Instances"); !strings.Contains(html, "owner@acme.test") {
 		t.Fatal("after Sign in with Corp ID the console is not the owner's")
 	}
 
 	// 3. github against the loopback upstream; its token typed in the form.
 	do("installing github", chromedp.Navigate(srv.URL+"/console/catalog/github"), chromedp.WaitVisible(chromedp.CSS(`a[href="/console/catalog/github/install"]`)),
-		chromedp.Click(chromedp.CSS(`a[href="/console/catalog/github/install"]`)), chromedp.WaitVisible(chromedp.CSS("#field-GITHUB_TOKEN")),
-		chromedp.SendKeys(chromedp.CSS("#field-GITHUB_TOKEN"), githubToken))
+		click(`a[href="/console/catalog/github/install"]`), chromedp.WaitVisible(chromedp.CSS("#field-GITHUB_TOKEN")),
+		sendKeys("#field-GITHUB_TOKEN", githubToken))
 	secretTyped = true
-	do("saving github", chromedp.Clear(chromedp.CSS("#field-GITHUB_API_URL")),
-		chromedp.SendKeys(chromedp.CSS("#field-GITHUB_API_URL"), github.URL),
-		chromedp.Click(chromedp.CSS(`form.form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("#add-agent")))
-	do("adding triage-bot", chromedp.SendKeys(chromedp.CSS("#add-agent"), "triage-bot"),
-		chromedp.Click(chromedp.CSS(`.inline-form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	do("saving github", clearField("#field-GITHUB_API_URL"),
+		sendKeys("#field-GITHUB_API_URL", github.URL),
+		click(`form.form button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS("#add-agent")))
+	do("adding triage-bot", sendKeys("#add-agent", "triage-bot"),
+		click(`.inline-form button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	waitText(t, ctx, ".notice", "allowlist is saved")
 	checkPage(t, ctx, srv.URL, dir, csp, pageCheck{"journey-instance", "/console/instances/github", "github"})
 	look("the github instance")
 
 	// notes with the tenant's own OAuth client; its secret typed too.
 	do("installing notes", chromedp.Navigate(srv.URL+"/console/catalog/notes/install"), chromedp.WaitVisible(chromedp.CSS("#mode-oauth")),
-		chromedp.Click(chromedp.CSS("#mode-oauth")),
-		chromedp.SendKeys(chromedp.CSS("#field-API_URL"), notesAPI.URL),
-		chromedp.SendKeys(chromedp.CSS("#field-CLIENT_ID"), "acme-notes"),
-		chromedp.SendKeys(chromedp.CSS("#field-CLIENT_SECRET"), notesClientSecret),
-		chromedp.SendKeys(chromedp.CSS("#field-AUTHORIZE_URL"), as.AuthorizeURL()),
-		chromedp.SendKeys(chromedp.CSS("#field-TOKEN_URL"), as.TokenURL()),
-		chromedp.SendKeys(chromedp.CSS("#agents"), "notes-bot"),
-		chromedp.Click(chromedp.CSS(`form.form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("#add-agent")))
+		click("#mode-oauth"),
+		sendKeys("#field-API_URL", notesAPI.URL),
+		sendKeys("#field-CLIENT_ID", "acme-notes"),
+		sendKeys("#field-CLIENT_SECRET", notesClientSecret),
+		sendKeys("#field-AUTHORIZE_URL", as.AuthorizeURL()),
+		sendKeys("#field-TOKEN_URL", as.TokenURL()),
+		sendKeys("#agents", "notes-bot"),
+		click(`form.form button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS("#add-agent")))
 
 	// 4. A caller, whose token the page shows once.
 	do("creating a caller", chromedp.Navigate(srv.URL+"/console/callers"), chromedp.WaitVisible(chromedp.CSS("#caller-name")),
-		chromedp.SendKeys(chromedp.CSS("#caller-name"), "agent-factory"), chromedp.Click(chromedp.CSS("#kind-agent-platform")),
-		chromedp.Click(chromedp.CSS(`form[action="/console/callers"] button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("#caller-token")))
+		sendKeys("#caller-name", "agent-factory"), click("#kind-agent-platform"),
+		click(`form[action="/console/callers"] button[type="submit"]`), chromedp.WaitVisible(chromedp.CSS("#caller-token")))
 	callerToken, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("#caller-token")))
 	if err != nil || callerToken == "" {
 		t.Fatalf("the caller's token is not on the page (%v)", err)
@@ -266,7 +266,7 @@ func TestBrowserJourney(t *testing.T) {
 	// Its row in the audit page, filtered by the instance with the form
 	// (rows are written in the background: the owner reloads).
 	do("filtering the audit", chromedp.Navigate(srv.URL+"/console/audit"), chromedp.WaitVisible(chromedp.CSS("#instance")),
-		chromedp.SetValue(chromedp.CSS("#instance"), "github"), chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)),
+		setValue("#instance", "github"), click(`form.filters button[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS("main h1")))
 	// The old page's h1 is visible too until the form's answer replaces
 	// it: wait for the filtered address before reading the page.
@@ -304,8 +304,8 @@ func TestBrowserJourney(t *testing.T) {
 	// 6. A member, invited on the members page, signs in with the link
 	// read from the page (in the same browser: the owner's session ends).
 	do("inviting a member", chromedp.Navigate(srv.URL+"/console/members"), chromedp.WaitVisible(chromedp.CSS("#invite-email")),
-		chromedp.SendKeys(chromedp.CSS("#invite-email"), "member@acme.test"), chromedp.Click(chromedp.CSS("#invite-role-member")),
-		chromedp.Click(chromedp.CSS(`form[action="/console/members/invitations"] button[type="submit"]`)),
+		sendKeys("#invite-email", "member@acme.test"), click("#invite-role-member"),
+		click(`form[action="/console/members/invitations"] button[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS("#invitation-link")))
 	invitation, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("#invitation-link")))
 	if err != nil || !strings.HasPrefix(invitation, srv.URL+signin.LinkPath) {
@@ -319,13 +319,13 @@ func TestBrowserJourney(t *testing.T) {
 	setLogin("member@acme.test")
 	do("the member's notes", chromedp.Navigate(srv.URL+"/console/instances/notes"), chromedp.WaitVisible(chromedp.CSS("#grant-state")))
 	waitText(t, ctx, "#grant-state", "Not connected")
-	do("connecting", chromedp.Click(chromedp.CSS("#connect")), chromedp.WaitVisible(chromedp.CSS("#continue")),
-		chromedp.Click(chromedp.CSS("#continue")), chromedp.WaitVisible(chromedp.CSS(`a[href$="/console/instances/notes"]`)))
+	do("connecting", click("#connect"), chromedp.WaitVisible(chromedp.CSS("#continue")),
+		click("#continue"), chromedp.WaitVisible(chromedp.CSS(`a[href$="/console/instances/notes"]`)))
 	waitText(t, ctx, "h1", "Connected")
-	do("back to notes", chromedp.Click(chromedp.CSS(`a[href$="/console/instances/notes"]`)), chromedp.WaitVisible(chromedp.CSS("#grant-state")))
+	do("back to notes", click(`a[href$="/console/instances/notes"]`), chromedp.WaitVisible(chromedp.CSS("#grant-state")))
 	waitText(t, ctx, "#grant-state", "Connected")
 	checkPage(t, ctx, srv.URL, dir, csp, pageCheck{"journey-member-connected", "", "notes"})
-	do("disconnecting", chromedp.Click(chromedp.CSS("#disconnect")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	do("disconnecting", click("#disconnect"), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	waitText(t, ctx, "#grant-state", "Not connected")
 	look("disconnected")
 

@@ -30,8 +30,8 @@ func TestBrowserOperator(t *testing.T) {
 		t.Errorf("the operator link led to %s", loc)
 	}
 
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#slug"), "beta"), chromedp.SendKeys(chromedp.CSS("#name"), "Beta Corp"),
-		chromedp.Click(chromedp.CSS(`form[action="/console/operator/tenants"] button[type="submit"]`)),
+	if err := chromedp.Do(ctx, sendKeys("#slug", "beta"), sendKeys("#name", "Beta Corp"),
+		click(`form[action="/console/operator/tenants"] button[type="submit"]`),
 		chromedp.WaitReady(chromedp.CSS(`input#tenant[value="beta"]`))); err != nil {
 		t.Fatalf("creating a tenant through the form: %v", err)
 	}
@@ -39,13 +39,13 @@ func TestBrowserOperator(t *testing.T) {
 
 	const secret = "central_secret_typed_in_the_browser_7"
 	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/console/operator/providers"), chromedp.WaitVisible(chromedp.CSS("#slug")),
-		chromedp.SendKeys(chromedp.CSS("#slug"), "github"), chromedp.SendKeys(chromedp.CSS("#name"), "GitHub"),
-		chromedp.SendKeys(chromedp.CSS("#authorize_url"), "https://github.test/login/oauth/authorize"),
-		chromedp.SendKeys(chromedp.CSS("#token_url"), "https://github.test/login/oauth/access_token"),
-		chromedp.SendKeys(chromedp.CSS("#scopes"), "repo read:user"),
-		chromedp.SendKeys(chromedp.CSS("#client_id"), "Iv1.browser"),
-		chromedp.SendKeys(chromedp.CSS("#client_secret"), secret),
-		chromedp.Click(chromedp.CSS(`form[action="/console/operator/providers"] button[type="submit"]`)),
+		sendKeys("#slug", "github"), sendKeys("#name", "GitHub"),
+		sendKeys("#authorize_url", "https://github.test/login/oauth/authorize"),
+		sendKeys("#token_url", "https://github.test/login/oauth/access_token"),
+		sendKeys("#scopes", "repo read:user"),
+		sendKeys("#client_id", "Iv1.browser"),
+		sendKeys("#client_secret", secret),
+		click(`form[action="/console/operator/providers"] button[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/operator/providers?delete=github"]`))); err != nil {
 		t.Fatalf("registering a provider through the form: %v", err)
 	}
@@ -61,8 +61,8 @@ func TestBrowserOperator(t *testing.T) {
 	}
 
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(s.URL+"/console/operator/tokens"), chromedp.WaitVisible(chromedp.CSS("#name")),
-		chromedp.SendKeys(chromedp.CSS("#name"), "terraform"),
-		chromedp.Click(chromedp.CSS(`form[action="/console/operator/tokens"] button[type="submit"]`)),
+		sendKeys("#name", "terraform"),
+		click(`form[action="/console/operator/tokens"] button[type="submit"]`),
 		// copy.js ran under the CSP: it shows the copy button.
 		chromedp.WaitVisible(chromedp.CSS(`button.copy[data-copy="once-value"]`))); err != nil {
 		t.Fatalf("creating an operator token: the token's copy button is not shown: %v", err)

@@ -48,7 +48,7 @@ func TestBrowserPeople(t *testing.T) {
 	create := func(what, path string, out string, fill ...chromedp.Action[chromedp.Void]) string {
 		t.Helper()
 		steps := append([]chromedp.Action[chromedp.Void]{chromedp.Navigate(s.URL + path), chromedp.WaitVisible(chromedp.CSS("main h1"))}, fill...)
-		do(what, append(steps, chromedp.Click(chromedp.CSS(`section.panel form button[type="submit"]`)),
+		do(what, append(steps, click(`section.panel form button[type="submit"]`),
 			chromedp.WaitVisible(chromedp.CSS("#"+out)), chromedp.WaitVisible(chromedp.CSS(`button.copy[data-copy="`+out+`"]`)))...)
 		return value("#" + out)
 	}
@@ -69,10 +69,10 @@ func TestBrowserPeople(t *testing.T) {
 	// Callers: the empty state, then one created through the form.
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"callers-empty", "/console/callers", "Callers"})
 	token := create("creating a caller", "/console/callers", "caller-token",
-		chromedp.SendKeys(chromedp.CSS("#caller-name"), "agent-factory"),
-		chromedp.Click(chromedp.CSS("#kind-agent-platform")),
-		chromedp.Click(chromedp.CSS("#trusted")),
-		chromedp.Click(chromedp.CSS("#mode-header")))
+		sendKeys("#caller-name", "agent-factory"),
+		click("#kind-agent-platform"),
+		click("#trusted"),
+		click("#mode-header"))
 	if _, err := s.Tenants().Store().CallerByToken(bg, token); err != nil {
 		t.Fatalf("the token shown is not the caller's: %v", err)
 	}
@@ -120,8 +120,8 @@ func TestBrowserPeople(t *testing.T) {
 	// API keys: created through the form; the key shown works on /v1.
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"api-keys-empty", "/console/api-keys", "API keys"})
 	key := create("creating an API key", "/console/api-keys", "api-key",
-		chromedp.SendKeys(chromedp.CSS("#key-name"), "CI deploy"),
-		chromedp.Click(chromedp.CSS("#key-role-member")))
+		sendKeys("#key-name", "CI deploy"),
+		click("#key-role-member"))
 	secrets = append(secrets, key)
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"api-key-created", "", "API key created"})
 	if st := s.v1(t, "/v1/tenants/acme/instances", key); st != 200 {
@@ -134,8 +134,8 @@ func TestBrowserPeople(t *testing.T) {
 	// changes their role, then removes them.
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"members-alone", "/console/members", "Members"})
 	link, err := url.Parse(create("inviting", "/console/members", "invitation-link",
-		chromedp.SendKeys(chromedp.CSS("#invite-email"), "mia@acme.test"),
-		chromedp.Click(chromedp.CSS("#invite-role-member"))))
+		sendKeys("#invite-email", "mia@acme.test"),
+		click("#invite-role-member")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,8 @@ func TestBrowserPeople(t *testing.T) {
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"members", "/console/members", "Members"})
 
 	do("changing a role", chromedp.Navigate(s.URL+"/console/members"), chromedp.WaitVisible(chromedp.CSS("#role-"+mia.UserID)),
-		chromedp.SetValue(chromedp.CSS("#role-"+mia.UserID), "admin"),
-		chromedp.Click(chromedp.CSS(`form[action="/console/members/`+mia.UserID+`/role"] button`)),
+		setValue("#role-"+mia.UserID, "admin"),
+		click(`form[action="/console/members/`+mia.UserID+`/role"] button`),
 		// The page the change redirects to renders the new role selected.
 		chromedp.WaitReady(chromedp.CSS(`#role-`+mia.UserID+` option[value="admin"][selected]`)))
 	if m, err := s.Members().Member(bg, tenant.ID, mia.UserID); err != nil || m.Role != members.RoleAdmin {
@@ -159,10 +159,10 @@ func TestBrowserPeople(t *testing.T) {
 	}
 
 	do("opening the removal", chromedp.Navigate(s.URL+"/console/members"),
-		chromedp.Click(chromedp.CSS(`a[href="/console/members/`+mia.UserID+`/remove"]`)),
+		click(`a[href="/console/members/`+mia.UserID+`/remove"]`),
 		chromedp.WaitVisible(chromedp.CSS("#grants-revoke")))
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"member-remove", "/console/members/" + mia.UserID + "/remove", "Remove mia@acme.test?"})
-	do("removing", chromedp.Click(chromedp.CSS(`form button.danger[type="submit"]`)),
+	do("removing", click(`form button.danger[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/members"].button`)))
 	checkPage(t, ctx, s.URL, dir, csp, pageCheck{"member-removed", "", "mia@acme.test removed"})
 	if _, err := s.Members().Member(bg, tenant.ID, mia.UserID); err == nil {

@@ -56,7 +56,7 @@ func TestBrowserSignInOIDC(t *testing.T) {
 		network.SetExtraHTTPHeadersParams{Headers: network.Headers{authztest.LoginHeader: "owner@acme.test"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`ul.signin-issuers a`))); err != nil {
+	if err := chromedp.Do(bctx, click(`ul.signin-issuers a`)); err != nil {
 		t.Fatalf("clicking Sign in with Corp ID: %v", err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {

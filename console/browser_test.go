@@ -49,6 +49,55 @@ func browser(t *testing.T) context.Context {
 	return chromiumtest.Start(t, 3*time.Minute)
 }
 
+// loaded waits until the page's document has loaded (readyState
+// complete). Chrome sends the driver the whole document again at
+// DOMContentLoaded (DOM.documentUpdated), which makes every node id
+// found before it stale: a click or a keystroke sent to a node found
+// while a page still loads fails with "Could not find node with given
+// id". That is why the tests act on nodes only through click, sendKeys,
+// clear and setValue, which wait for it first.
+func loaded() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			state, err := chromedp.Evaluate[string](`document.readyState`)(ctx, tg)
+			if err == nil && state == "complete" {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the page did not finish loading (readyState %q, %v)", state, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// click clicks the first node sel matches, once the page has loaded.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(loaded(), chromedp.Click(chromedp.CSS(sel)))
+}
+
+// sendKeys types v into the first node sel matches, once the page has
+// loaded.
+func sendKeys(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(loaded(), chromedp.SendKeys(chromedp.CSS(sel), v))
+}
+
+// clearField empties the first field sel matches, once the page has loaded.
+func clearField(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(loaded(), chromedp.Clear(chromedp.CSS(sel)))
+}
+
+// setValue sets the value of the first field sel matches, once the page
+// has loaded.
+func setValue(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(loaded(), chromedp.SetValue(chromedp.CSS(sel), v))
+}
+
 // cspReports collects what the page logs about its Content Security
 // Policy: any such line means a page relies on something the policy
 // blocks.
@@ -190,13 +239,16 @@ func signInBrowserTo(t *testing.T, ctx context.Context, link, want string) {
 	t.Helper()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(link),
 		chromedp.WaitVisible(chromedp.CSS(`form button[type="submit"]`)),
-		chromedp.Click(chromedp.CSS(`form button[type="submit"]`))); err != nil {
+		click(`form button[type="submit"]`)); err != nil {
 		t.Fatalf("signing in through a one-time link: %v", err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
 		if err == nil && strings.Contains(html, want) {
-			return
+			// Nodes found before the page has loaded go stale (loaded).
+			if err = chromedp.Do(ctx, loaded()); err == nil {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after the sign-in link's form: %v\n%s", err, html)
@@ -254,10 +306,10 @@ func TestBrowser(t *testing.T) {
 	const secret = "ghp_typed_into_the_browser_42"
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(s.URL+"/console/catalog/github/install"),
 		chromedp.WaitVisible(chromedp.CSS("#field-GITHUB_TOKEN")),
-		chromedp.SendKeys(chromedp.CSS("#field-GITHUB_TOKEN"), secret),
-		chromedp.SetValue(chromedp.CSS("#field-GITHUB_API_URL"), "http://127.0.0.1:1/api"),
-		chromedp.SendKeys(chromedp.CSS("#agents"), "claude"),
-		chromedp.Click(chromedp.CSS(`form.form button[type="submit"]`)),
+		sendKeys("#field-GITHUB_TOKEN", secret),
+		setValue("#field-GITHUB_API_URL", "http://127.0.0.1:1/api"),
+		sendKeys("#agents", "claude"),
+		click(`form.form button[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS(".endpoint"))); err != nil {
 		t.Fatalf("installing through the form: %v", err)
 	}
@@ -327,7 +379,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("sign out", func(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/console/instances"), chromedp.WaitVisible(chromedp.CSS("main h1")),
-			chromedp.Click(chromedp.CSS(`.who button[type="submit"]`)), chromedp.WaitNotPresent(chromedp.CSS(".who")),
+			click(`.who button[type="submit"]`), chromedp.WaitNotPresent(chromedp.CSS(".who")),
 			chromedp.Navigate(s.URL+"/console/instances"), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
 			t.Fatal(err)
 		}
