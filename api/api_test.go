@@ -689,6 +689,72 @@ func TestRequestLogAndRequestID(t *testing.T) {
 	}
 }
 
+// TestRequestLogLineAttributes: the request line's attributes are all at
+// the top level, in this order, with the JSON handler and the text one
+// (RequestLog passes the ones after the fourth as a group without a key,
+// which handlers inline), with and without the tenant and the trace id.
+func TestRequestLogLineAttributes(t *testing.T) {
+	t.Parallel()
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, c := range []struct {
+		path  string
+		trace bool
+		keys  string
+		text  string
+	}{
+		{"/workspaces/acme/webhooks/gh.mcp", true,
+			"time level msg request_id method path status duration_ms bytes tenant trace_id",
+			`msg=request request_id=abc method=POST path=/workspaces/acme/webhooks/gh.mcp status=418 duration_ms=\S+ bytes=5 tenant=acme trace_id=4bf92f3577b34da6a3ce929d0e0e4736$`},
+		{"/v1/tenants/acme/instances", false,
+			"time level msg request_id method path status duration_ms bytes tenant",
+			`msg=request request_id=abc method=POST path=/v1/tenants/acme/instances status=418 duration_ms=\S+ bytes=5 tenant=acme$`},
+		{"/healthz", false,
+			"time level msg request_id method path status duration_ms bytes",
+			`msg=request request_id=abc method=POST path=/healthz status=418 duration_ms=\S+ bytes=5$`},
+	} {
+		serve := func(handler slog.Handler) {
+			h := api.RequestLog(slog.New(handler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if c.trace {
+					w.Header().Set("Traceresponse", trace)
+				}
+				w.WriteHeader(http.StatusTeapot)
+				w.Write([]byte("hello"))
+			}))
+			req := httptest.NewRequest("POST", c.path, nil)
+			req.Header.Set(switchboard.RequestIDHeader, "abc")
+			h.ServeHTTP(httptest.NewRecorder(), req)
+		}
+		var js, text logtest.Buffer
+		serve(slog.NewJSONHandler(&js, nil))
+		serve(slog.NewTextHandler(&text, nil))
+		dec := json.NewDecoder(strings.NewReader(js.String()))
+		var keys []string
+		if _, err := dec.Token(); err != nil {
+			t.Fatal(err)
+		}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k.(string))
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			if _, nested := v.(map[string]any); nested {
+				t.Errorf("%s: %s is an object: %s", c.path, k, js.String())
+			}
+		}
+		if got := strings.Join(keys, " "); got != c.keys {
+			t.Errorf("%s: JSON keys %q, want %q", c.path, got, c.keys)
+		}
+		if !regexp.MustCompile(c.text).MatchString(strings.TrimSpace(text.String())) {
+			t.Errorf("%s: text line %q, want it to match %q", c.path, text.String(), c.text)
+		}
+	}
+}
+
 // checkListPaging requires of a list operation that it documents paging: the limit and cursor parameters, the
 // 400 of a bad one, and next_cursor in the answer. The connector catalog
 // (in memory, not a store list) is the one list that does not page.

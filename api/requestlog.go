@@ -80,21 +80,26 @@ func RequestLog(logger *slog.Logger, next http.Handler) http.Handler {
 		if !logger.Enabled(ctx, slog.LevelInfo) {
 			return
 		}
-		attrs := make([]slog.Attr, 0, 7)
-		attrs = append(attrs,
+		// The line's first four attributes, then the others as a group
+		// without a key, which handlers inline (slog.Handler's rules):
+		// the same line, in five attributes, which a slog.Record holds
+		// inline; a sixth would be an allocation per request for the
+		// record's overflow. The group's attributes are kept in st.
+		more := append(st.more[:0],
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Int64("bytes", rec.bytes))
+		if t := tenantOfPath(r.URL.Path); t != "" {
+			more = append(more, slog.String("tenant", t))
+		}
+		if tr := w.Header().Get(tracing.ResponseHeader); tr != "" {
+			more = append(more, slog.String("trace_id", tracing.TraceID(tr)))
+		}
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("request_id", id),
 			slog.String("method", r.Method),
 			slog.String("path", path),
 			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-			slog.Int64("bytes", rec.bytes))
-		if t := tenantOfPath(r.URL.Path); t != "" {
-			attrs = append(attrs, slog.String("tenant", t))
-		}
-		if tr := w.Header().Get(tracing.ResponseHeader); tr != "" {
-			attrs = append(attrs, slog.String("trace_id", tracing.TraceID(tr)))
-		}
-		logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+			slog.Attr{Value: slog.GroupValue(more...)})
 	})
 }
 
@@ -141,6 +146,7 @@ type requestState struct {
 	requestLogger
 	recorder
 	idValue [1]string
+	more    [4]slog.Attr // the request line's attributes after the fourth
 }
 
 // recorder remembers the status and counts the bytes of a response. It

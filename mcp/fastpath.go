@@ -76,7 +76,10 @@ func (h *handler) serveFast(w http.ResponseWriter, r *http.Request, a *authorize
 	if a.target.Spec() == nil {
 		return false // mcp_remote: forwarded by the SDK path (remotetools.go)
 	}
-	if !simpleID(env.id) || len(r.Header.Values("Last-Event-ID")) > 0 {
+	// Last-Event-Id in its canonical form, as net/http stores it:
+	// Header.Values("Last-Event-ID") canonicalises its key into a new
+	// string on every call.
+	if !simpleID(env.id) || len(r.Header["Last-Event-Id"]) > 0 {
 		return false
 	}
 	if baseMediaType(r.Header.Get("Content-Type")) != "application/json" || !acceptsBoth(r.Header.Values("Accept")) {

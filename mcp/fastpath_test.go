@@ -345,3 +345,48 @@ func sameAnswers(a, b []byte) bool {
 	}
 	return slices.Equal(sorted(ea), sorted(eb))
 }
+
+// TestFastPathLeavesResumptionToSDK: a POST that carries Last-Event-ID,
+// however the client spells the name, is not the fast path's (a stream's
+// resumption is the SDK's), and the answer is the SDK handler's.
+func TestFastPathLeavesResumptionToSDK(t *testing.T) {
+	t.Parallel()
+	d := newDifferential(t)
+	const params = `{"name":"widgets","arguments":{"action":"get","id":"w1"}}`
+	body := message("2025-06-18", "1", "tools/call", params)
+	for _, name := range []string{"Last-Event-ID", "last-event-id", "Last-Event-Id"} {
+		answer := func(url string) (int, []byte) {
+			req, _ := http.NewRequest(http.MethodPost, url+"/workspaces/acme/webhooks/shop.mcp", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+d.tok)
+			req.Header.Set("X-Agent-Id", "agent-1")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			req.Header[name] = []string{"7"} // as the client spells it
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, b
+		}
+		before := mcp.FastServed(d.fast)
+		fs, fb := answer(d.fastSrv.URL)
+		ss, sb := answer(d.slowSrv.URL)
+		if got := mcp.FastServed(d.fast); got != before {
+			t.Errorf("%s: the fast path answered a request with Last-Event-ID", name)
+		}
+		if fs != ss || !bytes.Equal(fb, sb) {
+			t.Errorf("%s:\nfast %d %s\nsdk  %d %s", name, fs, fb, ss, sb)
+		}
+	}
+	// Without it, the same request is the fast path's.
+	before := mcp.FastServed(d.fast)
+	if s, _, b := sendRaw(t, d.fastSrv.URL, d.tok, "2025-06-18", "tools/call", "widgets", params, body); s != 200 {
+		t.Fatalf("status %d %s", s, b)
+	}
+	if mcp.FastServed(d.fast) != before+1 {
+		t.Errorf("the fast path did not answer the request without Last-Event-ID")
+	}
+}
