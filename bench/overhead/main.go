@@ -213,7 +213,7 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 	cs := []*contender{
 		{name: "direct", call: post(upstreamURL+"/repos/octo/hello", token, `"full_name"`)},
 		{name: "forwarder", call: post("http://"+fwdAddr+"/repos/octo/hello", token, `"full_name"`), pid: fwd.Process.Pid},
-		{name: "switchboard", call: post(mcpURL, token, `"full_name"`), pid: srv.cmd.Process.Pid},
+		{name: "switchboard", call: post(mcpURL, token, `"full_name"`), pid: srv.cmd.Process.Pid, db: srv.dbName},
 	}
 	if compare != nil {
 		b := compare.bin
@@ -227,7 +227,7 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 			return false, fmt.Errorf("switchboard-b: %w", err)
 		}
 		cs = append(cs, &contender{name: "switchboard-b", call: post(srvB.base+"/workspaces/bench/webhooks/gh.mcp", srvB.token, `"full_name"`),
-			pid: srvB.cmd.Process.Pid})
+			pid: srvB.cmd.Process.Pid, db: srvB.dbName})
 		fmt.Printf("switchboard-b: %s %s\n", b, strings.Join(compare.env, " "))
 	}
 	// Warm up every path (caches, connections), and check the calls work.
@@ -242,7 +242,14 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 	for r := 0; r < rounds; r++ {
 		for _, c := range cs {
 			up0, own0 := rig.CPUTime(up.Process.Pid), rig.CPUTime(c.pid)
+			var db0 map[int]time.Duration
+			if c.db != "" {
+				db0 = rig.DatabaseCPU(c.db)
+			}
 			n, rate := throughput(c.call, clients, dur)
+			if c.db != "" {
+				c.dbCPU += rig.DatabaseCPUSince(db0, rig.DatabaseCPU(c.db))
+			}
 			c.thr = append(c.thr, rate)
 			c.calls += n
 			c.upCPU += rig.CPUTime(up.Process.Pid) - up0
@@ -292,6 +299,12 @@ func run(rounds int, dur time.Duration, latencyN, clients int, bin, profile stri
 		b := cs[3]
 		fmt.Printf("switchboard-b: throughput / forwarder %.3f, added p50 / forwarder's %.3f, added p99 / forwarder's %.3f\n",
 			b.medianThr/f.medianThr, ratio(b.p50-d.p50, f.p50-d.p50), ratio(b.p99-d.p99, f.p99-d.p99))
+	}
+	for _, c := range cs {
+		if c.db != "" && c.calls > 0 {
+			fmt.Printf("PostgreSQL backends' CPU/call in the throughput rounds, %-13s %s (Switchboard's own: %s)\n", c.name,
+				(c.dbCPU / time.Duration(c.calls)).Round(100*time.Nanosecond), c.ownPerCall)
+		}
 	}
 	for _, c := range cs[1:] {
 		if c.latCalls > 0 {
@@ -346,6 +359,9 @@ type server struct {
 	cmd         *exec.Cmd
 	base, token string
 	drop        func()
+	// dbName is the server's PostgreSQL database ("" with SQLite), whose
+	// backends' CPU is the store's share of a call.
+	dbName string
 }
 
 // stop stops the server and drops its database; safe on a partly
@@ -381,7 +397,8 @@ func startServer(bin, dataDir string, extra []string, o serverSetup) (*server, e
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SWITCHBOARD_ADMIN_TOKEN="+adminToken)
 	if o.postgres {
-		dbURL, drop, err := rig.FreshPostgres(fmt.Sprintf("switchboard_bench_%d_%s", os.Getpid(), strings.ReplaceAll(filepath.Base(dataDir), "-", "_")))
+		s.dbName = fmt.Sprintf("switchboard_bench_%d_%s", os.Getpid(), strings.ReplaceAll(filepath.Base(dataDir), "-", "_"))
+		dbURL, drop, err := rig.FreshPostgres(s.dbName)
 		if err != nil {
 			return s, err
 		}
@@ -436,6 +453,10 @@ type contender struct {
 	// pid is the process between the client and the upstream (0 for
 	// direct), whose CPU is measured.
 	pid int
+	// db is the PostgreSQL database of a Switchboard server ("" for
+	// none): its backends' CPU during the throughput rounds is dbCPU.
+	db    string
+	dbCPU time.Duration
 
 	thr           []float64
 	lat           []time.Duration

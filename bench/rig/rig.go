@@ -112,6 +112,48 @@ func FreshPostgres(name string) (string, func(), error) {
 	}, nil
 }
 
+// DatabaseCPU is the user+system CPU time used so far by the PostgreSQL
+// backends connected to database name (a local server: their processes
+// are read from /proc), by pid; nil when it cannot be read. Backends
+// that exit take their time with them, so deltas between two readings
+// are of the backends alive at the second (a store's pool keeps its
+// connections during a run). The server's shared processes (WAL writer,
+// checkpointer, autovacuum) are not counted.
+func DatabaseCPU(name string) map[int]time.Duration {
+	adminURL := os.Getenv("SWITCHBOARD_TEST_DATABASE_URL")
+	if adminURL == "" {
+		adminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", adminURL)
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT pid FROM pg_stat_activity WHERE datname = $1`, name)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	cpu := map[int]time.Duration{}
+	for rows.Next() {
+		var pid int
+		if rows.Scan(&pid) == nil {
+			cpu[pid] = CPUTime(pid)
+		}
+	}
+	return cpu
+}
+
+// DatabaseCPUSince is the CPU the backends of now used since then (both
+// from DatabaseCPU); a backend absent from then started in between.
+func DatabaseCPUSince(then, now map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for pid, t := range now {
+		d += t - then[pid]
+	}
+	return d
+}
+
 // CPUTime is the user+system CPU time process pid has used so far; 0 when
 // unknown. On a loaded machine it is the figure that does not depend on
 // what else runs.
