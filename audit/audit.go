@@ -236,6 +236,9 @@ func insertPostgres(ctx context.Context, tx *sql.Tx, entries []Entry) error {
 const (
 	sqliteRows  = 64
 	sqliteSizes = 7
+	// sqliteShared is the number of text columns bound once per
+	// statement when they repeat the first row's (sqliteInsert).
+	sqliteShared = 9
 )
 
 // sqliteInserts returns the prepared INSERTs (with RETURNING or not) of 1,
@@ -322,10 +325,27 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 		chunk := entries[:size]
 		entries = entries[size:]
 		args = args[:0]
+		var first [sqliteShared]string
 		for i := range chunk {
 			e := &chunk[i]
-			args = append(args, e.ID, e.Time.UTC(), box(string(e.Tenant)), box(clip(e.Instance)), box(clip(e.Caller)), box(clip(e.Agent)),
-				box(clip(e.Actor)), box(clip(e.Subject)), box(clip(e.Tool)), box(clip(e.Action)), box(clip(e.Outcome)), e.Status, e.LatencyUs)
+			texts := [sqliteShared]string{string(e.Tenant), clip(e.Instance), clip(e.Caller), clip(e.Agent),
+				clip(e.Actor), clip(e.Subject), clip(e.Tool), clip(e.Action), clip(e.Outcome)}
+			args = append(args, e.ID, e.Time.UTC())
+			for k, t := range texts {
+				// A value equal to the chunk's first row's is bound as
+				// NULL: the statement takes the first row's (see
+				// sqliteInsert).
+				switch {
+				case i == 0:
+					first[k] = t
+					args = append(args, box(t))
+				case t == first[k]:
+					args = append(args, nil)
+				default:
+					args = append(args, box(t))
+				}
+			}
+			args = append(args, e.Status, e.LatencyUs)
 		}
 		st := tx.StmtContext(ctx, stmts[bits.TrailingZeros(uint(size))])
 		if !returning {
@@ -428,6 +448,18 @@ func addUsageSQLite(ctx context.Context, st *sql.Stmt, usage map[usageKey]int64)
 // the batch, and its whole transaction is rolled back (database.InTx),
 // so a batch is still written entirely or not at all. A row whose key is
 // stored already is skipped (a replay), as before.
+//
+// The text columns from tenant_id to outcome (sqliteShared of them) repeat
+// from row to row in a batch: in every row after the first, such a column
+// is coalesce(?, ?k), ?k being the first row's parameter of that column,
+// and insertSQLite binds NULL for a value equal to the first row's. The
+// driver copies every text argument into a C buffer it allocates, binds,
+// unbinds and frees (four calls into SQLite's allocator and mutexes per
+// value, for every text of every row), where a NULL is one call. The
+// columns are NOT NULL, so a NULL bound always means the first row's
+// value. The first row's parameters are numbered before any ?k refers to
+// them, so the bare parameters keep their positions (SQLite numbers a
+// bare ? one above the largest number so far).
 func sqliteInsert(n int, returning bool) string {
 	var b strings.Builder
 	b.WriteString(strings.Replace(insertColumns, "INSERT INTO", "INSERT OR FAIL INTO", 1))
@@ -436,7 +468,16 @@ func sqliteInsert(n int, returning bool) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
+		if i == 0 {
+			b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
+			continue
+		}
+		b.WriteString("(?,?")
+		for k := range sqliteShared {
+			// The first row's parameter of shared column k is ?(3+k).
+			b.WriteString(",coalesce(?,?" + strconv.Itoa(3+k) + ")")
+		}
+		b.WriteString(",?,?)")
 	}
 	b.WriteString(" ON CONFLICT (tenant_id, at, id) DO NOTHING")
 	if returning {

@@ -121,3 +121,65 @@ func TestInsertEveryBatchSize(t *testing.T) {
 		}
 	})
 }
+
+// Rows whose text columns differ from the first row of their INSERT, or
+// repeat it, each keep their own values: on SQLite a value equal to the
+// first row's is bound once per statement (insertSQLite). Every column
+// varies on its own pattern, across chunks of 64, 4 and 2 rows and with
+// empty values, and each row is read back whole.
+func TestInsertRowsDifferingFromTheFirst(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		store := audit.NewStore(db)
+		// Microseconds: PostgreSQL's precision.
+		at := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
+		val := func(i, k int, base string) string {
+			switch (i*7 + k) % (k + 2) {
+			case 0:
+				return base
+			case 1:
+				return ""
+			default:
+				return fmt.Sprintf("%s-%d", base, i%(k+3))
+			}
+		}
+		var want []audit.Entry
+		for i := range 134 {
+			tenant := "ten_a"
+			if i%9 == 4 {
+				tenant = "ten_b"
+			}
+			want = append(want, audit.Entry{ID: fmt.Sprintf("aud_%04d", i), Time: at.Add(time.Duration(i) * time.Microsecond),
+				Tenant: switchboardTenant(tenant), Instance: val(i, 1, "crm"), Caller: val(i, 2, "cal"), Agent: val(i, 3, "bot"),
+				Actor: val(i, 4, "alice"), Subject: val(i, 5, "bob"), Tool: val(i, 6, "contacts"), Action: val(i, 7, "list"),
+				Outcome: val(i, 8, "ok"), Status: i % 4, LatencyUs: int64(i)})
+		}
+		batch := append([]audit.Entry(nil), want...)
+		if err := store.Insert(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]audit.Entry{}
+		for _, tenant := range []string{"ten_a", "ten_b"} {
+			rows, err := store.List(context.Background(), switchboardTenant(tenant), audit.Query{Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				got[r.ID] = r
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d rows stored, want %d", len(got), len(want))
+		}
+		for _, w := range want {
+			g := got[w.ID]
+			if !g.Time.Equal(w.Time) {
+				t.Errorf("row %s: time %v, want %v", w.ID, g.Time, w.Time)
+			}
+			g.Time = w.Time
+			if g != w {
+				t.Errorf("row %s:\n got %+v\nwant %+v", w.ID, g, w)
+			}
+		}
+	})
+}
