@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -330,7 +331,7 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 			e := &chunk[i]
 			texts := [sqliteShared]string{string(e.Tenant), clip(e.Instance), clip(e.Caller), clip(e.Agent),
 				clip(e.Actor), clip(e.Subject), clip(e.Tool), clip(e.Action), clip(e.Outcome)}
-			args = append(args, e.ID, e.Time.UTC())
+			args = append(args, e.ID, unixNano(e.Time))
 			for k, t := range texts {
 				// A value equal to the chunk's first row's is bound as
 				// NULL: the statement takes the first row's (see
@@ -484,6 +485,53 @@ func sqliteInsert(n int, returning bool) string {
 		b.WriteString(" RETURNING id")
 	}
 	return b.String()
+}
+
+// On SQLite the audit log's time is an integer, nanoseconds since the Unix
+// epoch (migration 0029: the time is in the key and every index, and its
+// text was a quarter of each entry); on PostgreSQL a timestamptz.
+// unixNano is that integer, clamped to the range an int64 of nanoseconds
+// holds (1678 to 2262), so that a bound outside it still compares as the
+// time it stands for (before or after every stored row).
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minUnixNano):
+		return math.MinInt64
+	case t.After(maxUnixNano):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var (
+	minUnixNano = time.Unix(0, math.MinInt64)
+	maxUnixNano = time.Unix(0, math.MaxInt64)
+)
+
+// atArg is the parameter of a time compared with the audit log's at on
+// dialect's store (see unixNano).
+func atArg(dialect database.Dialect, t time.Time) any {
+	if dialect == database.SQLite {
+		return unixNano(t)
+	}
+	return t.UTC()
+}
+
+// atColumn scans the audit log's at into a UTC time: nanoseconds since the
+// Unix epoch on SQLite, a time on PostgreSQL (and in SQLite's text from
+// before migration 0029, which the driver parses).
+type atColumn struct{ t *time.Time }
+
+func (c atColumn) Scan(v any) error {
+	switch v := v.(type) {
+	case int64:
+		*c.t = time.Unix(0, v).UTC()
+	case time.Time:
+		*c.t = v.UTC()
+	default:
+		return fmt.Errorf("audit time of type %T", v)
+	}
+	return nil
 }
 
 // NewID returns the ID of an audit row made at t: "aud_", the time in
@@ -642,7 +690,7 @@ func (s *Store) Page(ctx context.Context, tenant switchboard.TenantID, q Query) 
 	for rows.Next() {
 		var e Entry
 		var tenantID string
-		if err := rows.Scan(&e.ID, &e.Time, &tenantID, &e.Instance, &e.Caller, &e.Agent, &e.Actor, &e.Subject,
+		if err := rows.Scan(&e.ID, atColumn{&e.Time}, &tenantID, &e.Instance, &e.Caller, &e.Agent, &e.Actor, &e.Subject,
 			&e.Tool, &e.Action, &e.Outcome, &e.Status, &e.LatencyUs); err != nil {
 			return Page{Entries: []Entry{}}, fmt.Errorf("listing audit rows: %w", err)
 		}
@@ -734,13 +782,13 @@ func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, c
 		where = append(where, changeRow)
 	}
 	if !q.From.IsZero() {
-		where = append(where, "at >= "+arg(q.From.UTC()))
+		where = append(where, "at >= "+arg(atArg(dialect, q.From)))
 	}
 	if !q.Before.IsZero() && (q.To.IsZero() || q.Before.Before(q.To)) {
 		q.To = q.Before
 	}
 	if !q.To.IsZero() {
-		where = append(where, "at < "+arg(q.To.UTC()))
+		where = append(where, "at < "+arg(atArg(dialect, q.To)))
 	}
 	// Rows are ordered by (at, id), newest first; a cursor continues from
 	// its row in either direction. The row-value comparison is what both
@@ -751,7 +799,7 @@ func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, c
 		if cur.newer {
 			op, order = ">", "at ASC, id ASC"
 		}
-		where = append(where, "(at, id) "+op+" ("+arg(cur.at)+", "+arg(cur.id)+")")
+		where = append(where, "(at, id) "+op+" ("+arg(atArg(dialect, cur.at))+", "+arg(cur.id)+")")
 	}
 	limit := arg(q.Limit + 1)
 	const sel = `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,

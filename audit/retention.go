@@ -147,7 +147,7 @@ func (s *Store) retainSQLite(ctx context.Context, st *RetainStats, now, cutoff t
 			tenant string
 			oldest time.Time
 		)
-		err := s.db.QueryRowContext(ctx, next, after).Scan(&tenant, &oldest)
+		err := s.db.QueryRowContext(ctx, next, after).Scan(&tenant, atColumn{&oldest})
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -159,7 +159,7 @@ func (s *Store) retainSQLite(ctx context.Context, st *RetainStats, now, cutoff t
 			cut = now.AddDate(0, 0, -days)
 		}
 		if oldest.Before(cut) {
-			if err := s.deleteBatches(ctx, st, retainDelete, tenant, cut); err != nil {
+			if err := s.deleteBatches(ctx, st, retainDelete, tenant, unixNano(cut)); err != nil {
 				return err
 			}
 		}
