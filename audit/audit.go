@@ -170,7 +170,17 @@ func (s *Store) Insert(ctx context.Context, entries []Entry) error {
 		}
 	}
 	if s.db.Dialect == database.Postgres {
-		return s.db.InTx(ctx, func(tx *sql.Tx) error { return insertPostgres(ctx, tx, entries) })
+		// A plain INSERT first: ON CONFLICT makes PostgreSQL insert every
+		// row speculatively (check, insert, confirm), which cost the
+		// backend more than a plain insert's unique check. A batch
+		// holding a row stored already (a replay) fails on the primary
+		// key, is rolled back whole, and is written again skipping the
+		// stored rows.
+		err := s.db.InTx(ctx, func(tx *sql.Tx) error { return insertPostgres(ctx, tx, entries, false) })
+		if !database.IsUniqueViolation(err) {
+			return err
+		}
+		return s.db.InTx(ctx, func(tx *sql.Tx) error { return insertPostgres(ctx, tx, entries, true) })
 	}
 	// The statements are prepared before the transaction takes its
 	// connection: preparing on the pool needs one of its own. A batch
@@ -193,8 +203,9 @@ const insertColumns = `INSERT INTO audit_log
 	(id, at, tenant_id, instance, caller_id, agent_id, actor, subject, tool, action, outcome, status, latency_us)`
 
 // insertPostgres writes entries with one statement: one array parameter
-// per column, unnested into rows.
-func insertPostgres(ctx context.Context, tx *sql.Tx, entries []Entry) error {
+// per column, unnested into rows. With replay, rows whose key is stored
+// already are skipped; without, they fail the statement.
+func insertPostgres(ctx context.Context, tx *sql.Tx, entries []Entry, replay bool) error {
 	n := len(entries)
 	var (
 		ids, tenants, instances, callers, agents, actors, subjects, tools, actions, outcomes = make([]string, n),
@@ -214,21 +225,36 @@ func insertPostgres(ctx context.Context, tx *sql.Tx, entries []Entry) error {
 	// The rows the INSERT took (not the replayed ones it skipped) are
 	// counted into the usage rollup by the same statement, in key order
 	// so that two writers lock the rollup's rows in the same order.
-	_, err := tx.ExecContext(ctx, `WITH ins AS (`+insertColumns+`
-		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
-			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bigint[])
-		ON CONFLICT (id, at) DO NOTHING
-		RETURNING tenant_id, at, instance, agent_id, outcome, tool, caller_id)
-	INSERT INTO audit_usage (tenant_id, day, instance, agent_id, outcome, calls)
-		SELECT tenant_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), instance, agent_id, outcome, count(*)
-		FROM ins WHERE NOT `+changeRow+`
-		GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-	ON CONFLICT (tenant_id, day, instance, agent_id, outcome) DO UPDATE SET calls = audit_usage.calls + excluded.calls`,
+	query := postgresInsert
+	if replay {
+		query = postgresReplay
+	}
+	_, err := tx.ExecContext(ctx, query,
 		ids, ats, tenants, instances, callers, agents, actors, subjects, tools, actions, outcomes, statuses, latencies)
 	if err != nil {
 		return fmt.Errorf("writing audit rows: %w", err)
 	}
 	return nil
+}
+
+// postgresInsert and postgresReplay are the PostgreSQL statement of a
+// batch, without and with ON CONFLICT.
+var (
+	postgresInsert = postgresStatement("")
+	postgresReplay = postgresStatement("ON CONFLICT (id, at) DO NOTHING")
+)
+
+func postgresStatement(onConflict string) string {
+	return `WITH ins AS (` + insertColumns + `
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bigint[])
+		` + onConflict + `
+		RETURNING tenant_id, at, instance, agent_id, outcome, tool, caller_id)
+	INSERT INTO audit_usage (tenant_id, day, instance, agent_id, outcome, calls)
+		SELECT tenant_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), instance, agent_id, outcome, count(*)
+		FROM ins WHERE NOT ` + changeRow + `
+		GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+	ON CONFLICT (tenant_id, day, instance, agent_id, outcome) DO UPDATE SET calls = audit_usage.calls + excluded.calls`
 }
 
 // sqliteRows is the most rows of one SQLite INSERT: 13 parameters each,
