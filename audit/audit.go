@@ -54,9 +54,9 @@ type Entry struct {
 	// reached.
 	Status    int   `json:"status"`
 	LatencyUs int64 `json:"latency_us"`
-	// jgrp is the journal write holding the row, until the row is in the
-	// store or the spool (Journal.Release).
-	jgrp *jgroup
+	// jseg is the journal segment holding the row, until the row is in
+	// the store or the spool (Journal.Release).
+	jseg *jsegment
 }
 
 // Store reads and writes audit rows.

@@ -44,7 +44,6 @@ type Journal struct {
 	segMax  int64
 	log     *slog.Logger
 	owner   string
-	enc     *json.Encoder
 	seq     int
 	stop    chan struct{}
 	done    chan struct{}
@@ -53,10 +52,14 @@ type Journal struct {
 
 	mu sync.Mutex
 	// cond wakes Close when a write ends.
-	cond    sync.Cond
-	buf     []byte // the records of grp, the group being filled
-	spare   []byte
-	grp     *jgroup
+	cond  sync.Cond
+	buf   []byte // the records of grp, the group being filled
+	spare []byte
+	grp   *jgroup
+	// free holds groups all of whose callers have returned, for reuse:
+	// a group allocated per write was one allocation per call at one
+	// client.
+	free    *jgroup
 	writing bool // a leader is writing a group
 	cur     *jsegment
 	dirty   bool
@@ -75,13 +78,17 @@ const barrierRetry = 5 * time.Second
 
 // jgroup is the rows of one write(2). Its appenders wait on cond (over
 // Journal.mu), so that a write wakes only the callers it carried, and one
-// caller of the next group to write that.
+// caller of the next group to write that. A group is reused once done and
+// left by all its callers (callers 0), never before: a caller still to
+// return reads done, err and seg.
 type jgroup struct {
-	cond sync.Cond
-	rows int
-	done bool
-	err  error
-	seg  *jsegment // where the group was written; nil when it failed
+	cond    sync.Cond
+	rows    int
+	callers int // callers that joined and have not yet returned
+	done    bool
+	err     error
+	seg     *jsegment // where the group was written; nil when it failed
+	next    *jgroup   // in Journal.free
 }
 
 // jsegment is one journal file of this process.
@@ -104,14 +111,6 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var errJournalClosed = errors.New("the audit journal is closed")
-
-// appender lets the Journal's json.Encoder write into the group buffer.
-type appender struct{ j *Journal }
-
-func (a appender) Write(p []byte) (int, error) {
-	a.j.buf = append(a.j.buf, p...)
-	return len(p), nil
-}
 
 // Leftover is what OpenJournal found of crashed processes: their rows, and
 // the segments to remove once those rows are kept elsewhere.
@@ -142,7 +141,6 @@ func OpenJournal(dir string, sync time.Duration, segMax int64, log *slog.Logger)
 		stop: make(chan struct{}), done: make(chan struct{})}
 	j.cond.L = &j.mu
 	j.grp = j.newGroup()
-	j.enc = json.NewEncoder(appender{j})
 	left, err := j.leftover()
 	if err != nil {
 		return nil, nil, err
@@ -283,31 +281,31 @@ func allZero(b []byte) bool {
 }
 
 // Append writes e to the journal and returns once the write(2) holding it
-// is done. On success e carries its group, for Release.
+// is done. On success e carries its segment, for Release.
 func (j *Journal) Append(e *Entry) error {
+	// The payload is encoded before the mutex is taken, on the caller's
+	// stack (rows are 150-300 bytes): under the mutex it is only copied
+	// into the group and checksummed there (crc32 moves its argument to
+	// the heap), so that concurrent callers do not queue behind each
+	// other's encoding.
+	var stack [512]byte
+	payload, err := encodePayload(stack[:0], e)
+	if err != nil {
+		return err
+	}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
 		return errJournalClosed
 	}
 	start := len(j.buf)
-	j.buf = append(j.buf, make([]byte, recordHead)...)
-	var ok bool
-	if j.buf, ok = appendRecord(j.buf, e); !ok {
-		// The encoder gets a copy: handing it e (an interface) would move
-		// every caller's entry to the heap, on the common path too.
-		c := *e
-		if err := j.enc.Encode(&c); err != nil {
-			j.buf = j.buf[:start]
-			j.mu.Unlock()
-			return err
-		}
-	}
-	payload := j.buf[start+recordHead:]
-	binary.LittleEndian.PutUint32(j.buf[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(j.buf[start+4:], crc32.Checksum(payload, castagnoli))
+	j.buf = binary.LittleEndian.AppendUint32(j.buf, uint32(len(payload)))
+	j.buf = binary.LittleEndian.AppendUint32(j.buf, 0)
+	j.buf = append(j.buf, payload...)
+	binary.LittleEndian.PutUint32(j.buf[start+4:], crc32.Checksum(j.buf[start+recordHead:], castagnoli))
 	g := j.grp
 	g.rows++
+	g.callers++
 	for !g.done {
 		if j.writing {
 			g.cond.Wait()
@@ -315,12 +313,35 @@ func (j *Journal) Append(e *Entry) error {
 		}
 		j.writeGroup()
 	}
-	err := g.err
+	err, seg := g.err, g.seg
+	if g.callers--; g.callers == 0 {
+		// Every caller has returned from g.cond.Wait (done was set with
+		// a Broadcast), so the condition has no waiter to carry over.
+		g.rows, g.done, g.err, g.seg = 0, false, nil, nil
+		g.next, j.free = j.free, g
+	}
 	j.mu.Unlock()
 	if err == nil {
-		e.jgrp = g
+		e.jseg = seg
 	}
 	return err
+}
+
+// encodePayload appends e's record payload to b.
+func encodePayload(b []byte, e *Entry) ([]byte, error) {
+	b, ok := appendRecord(b, e)
+	if ok {
+		return b, nil
+	}
+	// encoding/json gets a copy: handing it e (an interface) would move
+	// every caller's entry to the heap, on the common path too. Marshal
+	// and a newline is what json.Encoder writes.
+	c := *e
+	p, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b, p...), '\n'), nil
 }
 
 // writeGroup writes the group being filled, as its leader: j.mu is held on
@@ -381,8 +402,13 @@ func (j *Journal) writeGroup() {
 	}
 }
 
-// newGroup returns an empty group waiting on j.mu.
+// newGroup returns an empty group waiting on j.mu: a free one, or a new
+// one. j.mu is held, or j is not yet shared.
 func (j *Journal) newGroup() *jgroup {
+	if g := j.free; g != nil {
+		j.free, g.next = g.next, nil
+		return g
+	}
 	g := &jgroup{}
 	g.cond.L = &j.mu
 	return g
@@ -474,13 +500,13 @@ func (j *Journal) remove(s *jsegment) {
 func (j *Journal) Release(rows []Entry) {
 	j.mu.Lock()
 	for i := range rows {
-		g := rows[i].jgrp
-		if g == nil || g.seg == nil {
+		s := rows[i].jseg
+		if s == nil {
 			continue
 		}
-		rows[i].jgrp = nil
-		g.seg.pending--
-		j.removeIfDone(g.seg)
+		rows[i].jseg = nil
+		s.pending--
+		j.removeIfDone(s)
 	}
 	j.mu.Unlock()
 	j.removeReady(false)

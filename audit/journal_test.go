@@ -280,8 +280,8 @@ func TestJournalReplayIsIdempotent(t *testing.T) {
 }
 
 // TestJournalFallbackRow: a row appendRecord declines (a text that is not
-// plain) goes through the encoder, whose copy leaves the caller's entry
-// as it was but for its group, and comes back whole after a crash.
+// plain) goes through encoding/json, whose copy leaves the caller's entry
+// as it was but for its segment, and comes back whole after a crash.
 func TestJournalFallbackRow(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -298,10 +298,10 @@ func TestJournalFallbackRow(t *testing.T) {
 	if err := j.Append(&e); err != nil {
 		t.Fatal(err)
 	}
-	if e.jgrp == nil {
-		t.Fatal("the appended entry carries no group")
+	if e.jseg == nil {
+		t.Fatal("the appended entry carries no segment")
 	}
-	e.jgrp = nil
+	e.jseg = nil
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("Append changed the entry: %+v", e)
 	}
@@ -315,4 +315,146 @@ func TestJournalFallbackRow(t *testing.T) {
 		t.Fatalf("after the crash: %+v", left.Rows)
 	}
 	left.Done(dir)
+}
+
+// TestJournalAppendAllocatesNothing: a plain row goes into the journal
+// without an allocation: its payload is encoded on the caller's stack and
+// the group that carried the previous write is reused.
+func TestJournalAppendAllocatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := OpenJournal(dir, 0, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	now := time.Now().UTC()
+	e := Entry{ID: NewID(now), Time: now, Tenant: "ten_a", Instance: "crm", Tool: "t", Action: "list", Outcome: "ok", Status: 200}
+	if err := j.Append(&e); err != nil { // creates the segment
+		t.Fatal(err)
+	}
+	rows := []Entry{e}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := j.Append(&e); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, e)
+	})
+	if allocs >= 1 {
+		t.Fatalf("Append allocated %.1f times per row", allocs)
+	}
+	j.Release(rows)
+}
+
+// TestJournalReusedGroupsKeepTheirRows: many concurrent callers, small
+// segments rotating under them, and groups reused across writes: every
+// row is counted in the segment that holds it, so that releasing all of
+// them deletes every sealed segment (a row counted in the wrong segment
+// would leave one behind, or delete one early), and a crash before the
+// release loses none. Run it with -race.
+func TestJournalReusedGroupsKeepTheirRows(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j, _, err := OpenJournal(dir, 0, 2048, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers, each = 16, 200
+	var mu sync.Mutex
+	var rows []Entry
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				e := Entry{Time: time.Now().UTC(), Tenant: "ten_a", Instance: "crm", Tool: "t", Action: fmt.Sprint(c, "-", i), Outcome: "ok"}
+				e.ID = NewID(e.Time)
+				if err := j.Append(&e); err != nil {
+					t.Error(err)
+					return
+				}
+				if e.jseg == nil {
+					t.Error("an appended row carries no segment")
+					return
+				}
+				mu.Lock()
+				rows = append(rows, e)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	groups, records := j.stats()
+	if records != callers*each || groups > records {
+		t.Fatalf("%d records in %d writes, want %d records", records, groups, callers*each)
+	}
+	// Half released, then a crash: the other half comes back.
+	kept := map[string]bool{}
+	for _, e := range rows[:len(rows)/2] {
+		kept[e.ID] = true
+	}
+	j.Release(rows[:len(rows)/2])
+	// crash closes the segment being written; a killed process also
+	// drops its locks on the sealed ones that still hold rows.
+	j.mu.Lock()
+	for _, e := range rows[len(rows)/2:] {
+		if s := e.jseg; s != j.cur && s.f != nil {
+			s.f.Close()
+			s.f = nil
+		}
+	}
+	j.mu.Unlock()
+	crash(j)
+	again, left, err := OpenJournal(dir, 0, 2048, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := map[string]bool{}
+	for _, e := range left.Rows {
+		back[e.ID] = true
+	}
+	for _, e := range rows[len(rows)/2:] {
+		if !back[e.ID] {
+			t.Fatalf("row %s lost in the crash", e.ID)
+		}
+	}
+	left.Done(dir)
+	again.Close()
+
+	// Released in full, the journal deletes every segment.
+	dir = t.TempDir()
+	j, _, err = OpenJournal(dir, 0, 2048, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows = rows[:0]
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				e := Entry{Time: time.Now().UTC(), Tenant: "ten_a", Instance: "crm", Tool: "t", Action: fmt.Sprint(c, "-", i), Outcome: "ok"}
+				e.ID = NewID(e.Time)
+				if err := j.Append(&e); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				rows = append(rows, e)
+				// Released while others append: segments are sealed and
+				// deleted under the callers' feet.
+				if len(rows) >= 64 {
+					j.Release(rows)
+					rows = rows[:0]
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	j.Release(rows)
+	j.Close()
+	if left := segmentFiles(t, dir, "*"+journalExt); len(left) != 0 {
+		t.Fatalf("segments left after every row was released: %v", left)
+	}
 }
