@@ -127,13 +127,18 @@ func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Respon
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	resp, err := send(client, req)
+	resp, gzipAsked, err := send(client, req)
 	if err != nil {
 		// The transport's error text holds the URL, which may carry a
 		// credential in its query: it is not kept.
 		return nil, transportError(ctx, err)
 	}
 	defer resp.Body.Close()
+	if gzipAsked {
+		if g := gunzipResponse(resp); g != nil {
+			defer g.release()
+		}
+	}
 	body, err := readUpTo(resp, limit)
 	if err != nil {
 		ue := transportError(ctx, err)
@@ -161,20 +166,23 @@ func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Respon
 
 // send sends req with client: to its transport when it has no cookie
 // jar (the Dispatcher follows no redirects, so Do would add nothing but
-// copies), else with Do.
-func send(client *http.Client, req *http.Request) (*http.Response, error) {
+// copies), else with Do. It reports whether it asked for gzip (askGzip),
+// which the caller then decodes.
+func send(client *http.Client, req *http.Request) (*http.Response, bool, error) {
 	if client.Jar != nil {
-		return client.Do(req)
+		resp, err := client.Do(req)
+		return resp, false, err
 	}
 	rt := client.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	gzipAsked := askGzip(rt, req)
 	resp, err := rt.RoundTrip(req)
 	if err == nil && resp == nil {
 		err = errors.New("the transport returned no response")
 	}
-	return resp, err
+	return resp, gzipAsked, err
 }
 
 // readUpTo reads resp's body, at most limit+1 bytes (one more than the
