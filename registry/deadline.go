@@ -42,9 +42,13 @@ var upstreamDeadlines = &deadlines{}
 // must be called when the call is done (a handle, not a function: a
 // closure would be an allocation per call).
 func (ds *deadlines) withTimeout(ctx context.Context, d time.Duration) (context.Context, deadlineHandle) {
+	return ds.withDeadline(ctx, time.Now().Add(d))
+}
+
+// withDeadline is withTimeout with a deadline at a time.
+func (ds *deadlines) withDeadline(ctx context.Context, at time.Time) (context.Context, deadlineHandle) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	ds.mu.Lock()
-	at := time.Now().Add(d)
 	ds.seq++
 	id := ds.seq
 	if ds.calls == nil {
@@ -71,6 +75,18 @@ func (h deadlineHandle) end() {
 	delete(h.ds.calls, h.id)
 	h.ds.mu.Unlock()
 	h.cancel(context.Canceled)
+}
+
+// postpone moves the call's deadline to at, a later one (the timer, armed
+// for an earlier deadline, finds the call not yet due and arms itself for
+// the earliest left). A call past its deadline stays cancelled.
+func (h deadlineHandle) postpone(at time.Time) {
+	h.ds.mu.Lock()
+	if c, ok := h.ds.calls[h.id]; ok {
+		c.at = at
+		h.ds.calls[h.id] = c
+	}
+	h.ds.mu.Unlock()
 }
 
 // arm sets the timer to fire at at; ds.mu is held.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -141,4 +142,62 @@ func TestDeadlinesCancelEachCallAtItsDeadline(t *testing.T) {
 	if len(ds.calls) != 0 {
 		t.Errorf("%d calls left in the set", len(ds.calls))
 	}
+}
+
+// The transport's ResponseHeaderTimeout is the Dispatcher's to apply
+// (roundTripper): an upstream that sends no headers ends at the header
+// wait with the error the transport's own timer gives (a client with a
+// cookie jar goes through http.Client.Do and the transport's timer); one
+// that sends its headers in time has the client's whole Timeout for its
+// body; and the client's transport keeps its timer for its other users
+// (event streams).
+func TestDispatcherHeaderWait(t *testing.T) {
+	t.Parallel()
+	srv, ended := hangingUpstream(t)
+	const headerWait, timeout = 200 * time.Millisecond, 1500 * time.Millisecond
+	tr := &http.Transport{ResponseHeaderTimeout: headerWait}
+	client := &http.Client{Transport: tr, Timeout: timeout}
+	jar, _ := cookiejar.New(nil)
+	timed := &Dispatcher{Client: &http.Client{Transport: tr, Timeout: timeout, Jar: jar}}
+	d := &Dispatcher{Client: client}
+	call := func(d *Dispatcher, path string) (*UpstreamError, time.Duration) {
+		start := time.Now()
+		_, err := d.Do(context.Background(), Call{Op: testOp("GET", path, nil, nil), BaseURL: srv.URL})
+		took := time.Since(start)
+		var ue *UpstreamError
+		if !errors.As(err, &ue) {
+			t.Fatalf("%s: err = %v", path, err)
+		}
+		waitEnded(t, ended, path)
+		return ue, took
+	}
+
+	got, took := call(d, "/silent")
+	want, _ := call(timed, "/silent")
+	if *got != *want || !strings.Contains(got.Message, "did not answer in time") {
+		t.Errorf("no headers: %+v, the transport's timer gives %+v", got, want)
+	}
+	if took < headerWait || took >= timeout {
+		t.Errorf("no headers: ended after %v, want the header wait (%v)", took, headerWait)
+	}
+
+	got, took = call(d, "/headers")
+	if !strings.Contains(got.Message, "did not answer in time") {
+		t.Errorf("hung body: %+v", got)
+	}
+	if took < timeout {
+		t.Errorf("hung body: ended after %v, before the client's Timeout (%v): the header wait was applied to the body", took, timeout)
+	}
+
+	if tr.ResponseHeaderTimeout != headerWait {
+		t.Fatalf("the client's transport lost its header timeout: %v", tr.ResponseHeaderTimeout)
+	}
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL + "/silent")
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "timeout awaiting response headers") {
+		t.Errorf("the client's own requests: %v, want the transport's header timeout", err)
+	}
+	waitEnded(t, ended, "/silent")
 }

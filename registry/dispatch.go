@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -83,9 +85,54 @@ const DefaultMaxResponseBytes = 10 << 20
 // client's Timeout (http.Client.Do would add a copy of the headers, kept
 // for redirects, and its own timer: a tenth of a tools/call's
 // allocations); a client with a cookie jar goes through Do.
+//
+// A transport's ResponseHeaderTimeout (the egress client's: 30 s) is
+// applied by the Dispatcher's deadline: until the answer's headers are in,
+// the call's deadline is the earlier of the header wait and the whole
+// exchange's, then the whole exchange's; either ends the call as the
+// transport's timer would have ("did not answer in time"). Its requests go
+// to a copy of the transport without the timer (its own connections),
+// which the transport starts per request, two allocations; other users
+// of the client (event streams) keep the transport and its timer.
 type Dispatcher struct {
 	Client           *http.Client
 	MaxResponseBytes int64 // default DefaultMaxResponseBytes
+
+	mu      sync.Mutex
+	untimed atomic.Pointer[untimedTransport]
+}
+
+// untimedTransport is a copy of from without its ResponseHeaderTimeout.
+type untimedTransport struct {
+	from, to *http.Transport
+}
+
+// roundTripper returns the transport the Dispatcher sends client's
+// requests to and the header wait it applies itself: client's transport
+// and 0, or, for an http.Transport with a ResponseHeaderTimeout, its copy
+// without one and that timeout.
+func (d *Dispatcher) roundTripper(client *http.Client) (http.RoundTripper, time.Duration) {
+	rt := client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	t, ok := rt.(*http.Transport)
+	if !ok || t.ResponseHeaderTimeout <= 0 {
+		return rt, 0
+	}
+	if u := d.untimed.Load(); u != nil && u.from == t {
+		return u.to, t.ResponseHeaderTimeout
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u := d.untimed.Load()
+	if u == nil || u.from != t {
+		to := t.Clone()
+		to.ResponseHeaderTimeout = 0
+		u = &untimedTransport{from: t, to: to}
+		d.untimed.Store(u)
+	}
+	return u.to, t.ResponseHeaderTimeout
 }
 
 var defaultClient = &http.Client{
@@ -111,13 +158,38 @@ func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Respon
 		client = defaultClient
 	}
 	reqCtx := ctx
-	if client.Jar == nil && client.Timeout > 0 {
-		// The whole exchange, body included (read below), as
-		// http.Client.Timeout bounds it; cancelled, cause
-		// context.DeadlineExceeded, at the timeout (upstreamDeadlines).
-		var h deadlineHandle
-		reqCtx, h = upstreamDeadlines.withTimeout(ctx, client.Timeout)
-		defer h.end()
+	var rt http.RoundTripper // nil: through client.Do
+	var h deadlineHandle
+	var whole time.Time   // the exchange's deadline
+	headersFirst := false // the call's deadline is the header wait's until the headers are in
+	if client.Jar == nil {
+		var headerWait time.Duration
+		rt, headerWait = d.roundTripper(client)
+		if client.Timeout > 0 {
+			// The whole exchange, body included (read below), as
+			// http.Client.Timeout bounds it, and until the headers
+			// are in, the transport's header wait; cancelled, cause
+			// context.DeadlineExceeded, at the deadline
+			// (upstreamDeadlines).
+			// The header wait counts from the call's start, the
+			// connection's setup included (the transport's timer
+			// starts once the request is written).
+			now := time.Now()
+			whole = now.Add(client.Timeout)
+			at := whole
+			if headerWait > 0 && headerWait < client.Timeout {
+				at, headersFirst = now.Add(headerWait), true
+			}
+			reqCtx, h = upstreamDeadlines.withDeadline(ctx, at)
+			defer h.end()
+		} else if headerWait > 0 {
+			// No deadline to carry the header wait: the transport
+			// keeps its timer.
+			rt = client.Transport
+			if rt == nil {
+				rt = http.DefaultTransport
+			}
+		}
 	}
 	req, err := BuildRequest(reqCtx, c)
 	if err != nil {
@@ -127,11 +199,14 @@ func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Respon
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	resp, gzipAsked, err := send(client, req)
+	resp, gzipAsked, err := send(client, rt, req)
 	if err != nil {
 		// The transport's error text holds the URL, which may carry a
 		// credential in its query: it is not kept.
 		return nil, transportError(ctx, err)
+	}
+	if headersFirst {
+		h.postpone(whole) // the headers are in: the body has the rest
 	}
 	defer resp.Body.Close()
 	if gzipAsked {
@@ -164,18 +239,14 @@ func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Respon
 	return out, nil
 }
 
-// send sends req with client: to its transport when it has no cookie
-// jar (the Dispatcher follows no redirects, so Do would add nothing but
-// copies), else with Do. It reports whether it asked for gzip (askGzip),
+// send sends req to rt, or with client.Do when rt is nil (a client with
+// a cookie jar; else the Dispatcher follows no redirects, so Do would add
+// nothing but copies). It reports whether it asked for gzip (askGzip),
 // which the caller then decodes.
-func send(client *http.Client, req *http.Request) (*http.Response, bool, error) {
-	if client.Jar != nil {
+func send(client *http.Client, rt http.RoundTripper, req *http.Request) (*http.Response, bool, error) {
+	if rt == nil {
 		resp, err := client.Do(req)
 		return resp, false, err
-	}
-	rt := client.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
 	}
 	gzipAsked := askGzip(rt, req)
 	resp, err := rt.RoundTrip(req)
