@@ -143,6 +143,20 @@ func clip(s string) string {
 	return s[:cut]
 }
 
+// boundTexts cuts the texts longer than the store keeps (clip) before
+// the row is journaled: a caller-supplied value of any length (an agent
+// ID, a tool name) would otherwise make a journal record longer than a
+// restart reads back (maxRecord), and the rows after it would be set
+// aside with it. Shorter texts are left as they are, for the store's
+// clip, without a scan here.
+func (e *Entry) boundTexts() {
+	for _, s := range [...]*string{&e.Instance, &e.Caller, &e.Agent, &e.Actor, &e.Subject, &e.Tool, &e.Action, &e.Outcome} {
+		if len(*s) > maxField {
+			*s = clip(*s)
+		}
+	}
+}
+
 // Insert writes entries in one transaction. Entries without an ID or a
 // time get one. A row whose ID is already stored is skipped, so replaying
 // a batch (from the spool, after an uncertain commit) writes each row once

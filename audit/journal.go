@@ -293,6 +293,13 @@ func (j *Journal) Append(e *Entry) error {
 	if err != nil {
 		return err
 	}
+	if len(payload) > maxRecord {
+		// readJournal takes a longer record for a corrupt one and sets
+		// its segment aside, with every row after it: such a row is
+		// refused here instead (the Writer bounds its texts, so only a
+		// caller of the journal that does not gets this).
+		return fmt.Errorf("an audit journal record of %d bytes: the most is %d", len(payload), maxRecord)
+	}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()

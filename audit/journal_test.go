@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -456,5 +458,53 @@ func TestJournalReusedGroupsKeepTheirRows(t *testing.T) {
 	j.Close()
 	if left := segmentFiles(t, dir, "*"+journalExt); len(left) != 0 {
 		t.Fatalf("segments left after every row was released: %v", left)
+	}
+}
+
+// TestJournalBoundsLongTexts: a row whose caller-supplied texts are
+// megabytes long (an agent ID, a tool name) is journaled with the texts the
+// store keeps, so that a restart after a crash reads it and the rows after
+// it back (a record longer than maxRecord reads as corrupt and sets its
+// segment aside); the journal itself refuses a record it could not read.
+func TestJournalBoundsLongTexts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	w, err := NewWriter(NewStore(dbtest.SQLite(t)), WriterOptions{SpoolDir: dir, Interval: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	long := strings.Repeat("\x01", 2<<20) // six bytes each in JSON
+	w.Record(Entry{Tenant: "ten_a", Instance: "crm", Tool: "t", Action: "before", Outcome: "ok"})
+	w.Record(Entry{Tenant: "ten_a", Instance: "crm", Agent: long, Tool: strings.Repeat("t", 1<<20), Action: "long", Outcome: "ok"})
+	w.Record(Entry{Tenant: "ten_a", Instance: "crm", Tool: "t", Action: "after", Outcome: "ok"})
+	if st := w.Stats(); st.JournalRows != 3 {
+		t.Fatalf("journal rows %d, want 3", st.JournalRows)
+	}
+	segs := segmentFiles(t, dir, "*"+journalExt)
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v", segs)
+	}
+	data, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _, status := readJournal(bytes.NewReader(data))
+	if status != journalWhole || len(rows) != 3 {
+		t.Fatalf("the segment reads as %v with %d rows, want whole with 3", status, len(rows))
+	}
+	if r := rows[1]; r.Action != "long" || r.Agent != long[:maxField] || r.Tool != strings.Repeat("t", maxField) {
+		t.Fatalf("the long row came back as action %q, agent of %d bytes, tool of %d", r.Action, len(r.Agent), len(r.Tool))
+	}
+
+	j, _, err := OpenJournal(t.TempDir(), 0, 0, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	now := time.Now().UTC()
+	if err := j.Append(&Entry{ID: NewID(now), Time: now, Tenant: "ten_a", Action: long}); err == nil {
+		t.Fatal("the journal took a record longer than it reads back")
 	}
 }

@@ -341,6 +341,7 @@ func (w *Writer) add(e Entry, admitted bool) {
 	if e.ID == "" {
 		e.ID = NewID(e.Time)
 	}
+	e.boundTexts()
 	if w.journal != nil {
 		// The row is in the journal before the call's answer leaves.
 		if err := w.journal.Append(&e); err != nil && !errors.Is(err, errJournalClosed) {
