@@ -44,6 +44,11 @@ func TestBrowserAudit(t *testing.T) {
 	checkPage(t, ctx, p.URL, dir, csp, pageCheck{"audit", "/console/audit", "Audit"})
 	rows := func() int {
 		t.Helper()
+		// The wait before (a link present or gone) can be met while the
+		// next page is still being parsed: count its rows once loaded.
+		if err := chromedp.Do(ctx, loaded()); err != nil {
+			t.Fatal(err)
+		}
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('table.audit tbody tr').length`))
 		if err != nil {
 			t.Fatal(err)
