@@ -3,9 +3,12 @@ package audit_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard"
 	"github.com/switchboardhq/switchboard/audit"
 	"github.com/switchboardhq/switchboard/database"
 	"github.com/switchboardhq/switchboard/database/dbtest"
@@ -180,6 +183,82 @@ func TestInsertRowsDifferingFromTheFirst(t *testing.T) {
 			if g != w {
 				t.Errorf("row %s:\n got %+v\nwant %+v", w.ID, g, w)
 			}
+		}
+	})
+}
+
+// The usage rollup counts what the batch stored, whichever way the store
+// wrote it (on PostgreSQL the rollup is computed by the writer for COPY,
+// by the statement for a replay): per UTC day, instance, agent and
+// outcome, change rows left out but an agent's call to an admin tool
+// counted, values clipped as the stored row's are, and a replayed row
+// once. The rollup is compared with a GROUP BY over the stored rows.
+func TestUsageCountsWhatIsStored(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		store := audit.NewStore(db)
+		addTenants(t, db, "ten_u", "ten_v")
+		midnight := time.Now().UTC().Truncate(24 * time.Hour)
+		long := strings.Repeat("a", 300)
+		var batch []audit.Entry
+		for i := range 300 {
+			e := audit.Entry{Tenant: switchboard.TenantID([]string{"ten_u", "ten_v"}[i%2]),
+				Time:     midnight.Add(time.Duration(i-150) * time.Second), // both sides of midnight
+				Instance: []string{"gh", "crm", long}[i%3], Agent: []string{"bot", long + "b", ""}[i%5%3],
+				Caller: []string{"cal_1", ""}[i%4/3], Tool: []string{"repos", "admin", "members"}[i%7%3],
+				Action: "get", Outcome: []string{"ok", "denied", "upstream_error"}[i%11%3]}
+			e.ID = audit.NewID(e.Time)
+			batch = append(batch, e)
+		}
+		insert(t, store, batch[:200])
+		insert(t, store, batch[100:]) // rows 100-199 replayed
+		want := map[string]int64{}
+		day := map[string]string{}
+		for _, e := range batch {
+			day[e.ID] = e.Time.Format(time.DateOnly)
+		}
+		q, err := db.QueryContext(ctx, `SELECT id, tenant_id, instance, agent_id, outcome FROM audit_log
+			WHERE NOT (tool IN ('members', 'admin') AND caller_id = '')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q.Next() {
+			var id, tenant, instance, agent, outcome string
+			if err := q.Scan(&id, &tenant, &instance, &agent, &outcome); err != nil {
+				t.Fatal(err)
+			}
+			want[strings.Join([]string{tenant, day[id], instance, agent, outcome}, "|")]++
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		var total int64
+		for _, tenant := range []string{"ten_u", "ten_v"} {
+			u, err := store.Usage(ctx, switchboard.TenantID(tenant), audit.UsageQuery{From: midnight.Add(-48 * time.Hour),
+				To: midnight.Add(48 * time.Hour), By: []string{audit.ByDay, audit.ByInstance, audit.ByAgent, audit.ByOutcome}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range u.Rows {
+				got[strings.Join([]string{tenant, r.Day, r.Instance, r.Agent, r.Outcome}, "|")] += r.Calls
+				total += r.Calls
+			}
+		}
+		if len(want) < 20 {
+			t.Fatalf("%d usage keys: the batch should spread over more", len(want))
+		}
+		for k := range maps.Keys(want) {
+			if got[k] != want[k] {
+				t.Errorf("usage of %.60s...: %d counted, %d stored", k, got[k], want[k])
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%d usage keys, want %d", len(got), len(want))
+		}
+		if total >= 300 {
+			t.Fatalf("%d calls counted: the change rows were counted", total)
 		}
 	})
 }
