@@ -86,6 +86,9 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating data directory: %w", err)
 	}
+	if err := createSQLite(ctx, path); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", path, err)
+	}
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate&_time_format=sqlite"
 	n := new(atomic.Int64)
@@ -102,6 +105,45 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("restricting %s: %w", path, err)
 	}
 	return &DB{DB: db, Dialect: SQLite, Path: path, statements: n}, nil
+}
+
+// SQLitePageSize is the page size of a new SQLite file. The audit log's
+// inserts write every page they change to the WAL (a frame: a header and
+// the page, two pwrite calls) and the checkpoint copies it back (one more);
+// with 8 KiB pages a batch of rows fills half as many frames, for the same
+// bytes. A file created before keeps its 4 KiB pages: SQLite changes the
+// page size of a WAL file only by a VACUUM outside WAL mode, which rewrites
+// the whole file and which the server does not do on its own (see
+// docs/performance.md, "Steps").
+const SQLitePageSize = 8192
+
+// createSQLite creates the file at path with SQLitePageSize pages when it
+// does not exist yet (or is empty). The pool's connections set WAL mode as
+// they open, which writes the file's first page and fixes its page size, and
+// the driver runs a DSN's pragmas in its own order (journal_mode before
+// page_size), so the page size is set here, on a connection of its own,
+// before the first of them. On an existing database this does nothing.
+func createSQLite(ctx context.Context, path string) error {
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+		return nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", SQLitePageSize)); err != nil {
+		return err
+	}
+	var mode string
+	return conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
 }
 
 // Migrate applies pending migrations and returns the versions applied.

@@ -76,3 +76,56 @@ func TestInTxRollsBackOnError(t *testing.T) {
 		}
 	})
 }
+
+// A new SQLite file gets SQLitePageSize pages, in WAL mode; a file created
+// with 4 KiB pages (before the larger page) keeps them, in WAL mode, and
+// keeps its rows when it is opened again.
+func TestSQLitePageSize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pragmas := func(t *testing.T, db *sql.DB) (int, string) {
+		t.Helper()
+		var size int
+		var mode string
+		if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&size); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		return size, mode
+	}
+	fresh, err := database.OpenSQLite(ctx, t.TempDir()+"/new.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if size, mode := pragmas(t, fresh.DB); size != database.SQLitePageSize || mode != "wal" {
+		t.Fatalf("new file: page size %d, journal mode %s; want %d, wal", size, mode, database.SQLitePageSize)
+	}
+
+	path := t.TempDir() + "/old.db"
+	old, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ExecContext(ctx, `CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('kept')`); err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := pragmas(t, old); size != 4096 {
+		t.Fatalf("SQLite's default page size %d, want 4096 for this test", size)
+	}
+	old.Close()
+	db, err := database.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRowContext(ctx, `SELECT v FROM t`).Scan(&v); err != nil || v != "kept" {
+		t.Fatalf("existing file's row = %q, %v", v, err)
+	}
+	if size, mode := pragmas(t, db.DB); size != 4096 || mode != "wal" {
+		t.Fatalf("existing file: page size %d, journal mode %s; want 4096, wal", size, mode)
+	}
+}
