@@ -69,13 +69,13 @@ type Store struct {
 	// DefaultRetentionDays.
 	RetentionDays int
 
-	// inserts are the SQLite INSERTs of 1, 2, 4 ... sqliteRows rows,
-	// without and with RETURNING (see insertSQLite), prepared on first
-	// use and kept (database/sql keeps each prepared on every connection
-	// that ran it), so a batch compiles none; usage is the SQLite upsert
-	// of the usage rollup, kept likewise.
+	// inserts are the SQLite INSERTs of 1, 2, 4 ... sqliteRows rows of
+	// each kind (sqlitePlain, sqliteReturning, sqliteSame: see
+	// insertSQLite), prepared on first use and kept (database/sql keeps
+	// each prepared on every connection that ran it), so a batch compiles
+	// none; usage is the SQLite upsert of the usage rollup, kept likewise.
 	insertsMu sync.Mutex
-	inserts   [2][sqliteSizes]*sql.Stmt
+	inserts   [sqliteKinds][sqliteSizes]*sql.Stmt
 	usage     *sql.Stmt
 }
 
@@ -200,12 +200,19 @@ func (s *Store) Insert(ctx context.Context, entries []Entry) error {
 	// connection: preparing on the pool needs one of its own. A batch
 	// holding rows stored already (a replay) is written again with the
 	// statements that say which rows they took.
+	texts := make([][sqliteShared]string, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		texts[i] = [sqliteShared]string{string(e.Tenant), clip(e.Instance), clip(e.Caller), clip(e.Agent),
+			clip(e.Actor), clip(e.Subject), clip(e.Tool), clip(e.Action), clip(e.Outcome)}
+	}
 	for _, returning := range []bool{false, true} {
-		stmts, usage, err := s.sqliteInserts(ctx, len(entries), returning)
+		plan := planSQLite(texts, returning)
+		stmts, usage, err := s.sqliteInserts(ctx, plan.need)
 		if err != nil {
 			return err
 		}
-		err = s.db.InTx(ctx, func(tx *sql.Tx) error { return insertSQLite(ctx, tx, stmts, usage, entries, returning) })
+		err = s.db.InTx(ctx, func(tx *sql.Tx) error { return insertSQLite(ctx, tx, stmts, usage, entries, texts, plan) })
 		if !errors.Is(err, errReplayed) {
 			return err
 		}
@@ -349,17 +356,115 @@ const (
 	// sqliteShared is the number of text columns bound once per
 	// statement when they repeat the first row's (sqliteInsert).
 	sqliteShared = 9
+	// sqliteMinSame is the fewest rows with the same texts that take
+	// INSERTs of their own (sqliteSame, planSQLite): fewer go with the
+	// batch's other rows, so that a batch of many small groups is not
+	// written in as many small statements.
+	sqliteMinSame = 8
 )
 
-// sqliteInserts returns the prepared INSERTs (with RETURNING or not) of 1,
-// 2, 4 ... sqliteRows rows that a batch of n rows needs (the others may be
-// nil), preparing those not prepared yet, and the usage rollup's upsert.
-// A batch's last rows, fewer than sqliteRows, go in statements of the
-// powers of two they add up to: statements of every other size would each
-// be compiled for one use (a statement of 64 rows is about 300 µs to
+// The kinds of SQLite INSERT (sqliteInsert).
+const (
+	// sqlitePlain rows bind every column, NULL for a text equal to the
+	// statement's first row's.
+	sqlitePlain = iota
+	// sqliteReturning is sqlitePlain returning the ids it took (a replay).
+	sqliteReturning
+	// sqliteSame rows, after the first, bind only their id, time, status
+	// and latency: every row of the statement has the first row's texts.
+	sqliteSame
+	sqliteKinds
+)
+
+// sqlitePlan is the INSERTs of a batch: chunks of order (indexes into the
+// batch), each written by one statement of its kind and size.
+type sqlitePlan struct {
+	order  []int
+	chunks []sqliteChunk
+	// need has bit k of need[kind] set when the plan uses the statement
+	// of that kind with 1<<k rows.
+	need [sqliteKinds]uint
+}
+
+type sqliteChunk struct {
+	start, size int
+	kind        int
+}
+
+// planSQLite orders a batch's rows, texts[i] being row i's text columns,
+// into INSERTs. Without returning, rows with the same texts (the calls of
+// one agent to one tool: most of a batch under load) go, sqliteMinSame or
+// more at a time, into sqliteSame statements, which bind four parameters
+// a row instead of thirteen: the driver makes several calls into SQLite
+// per parameter (its name, the bind, a NULL included), and database/sql
+// checks each, which was about a sixth of the insert's CPU. The other
+// rows, in the batch's order, go into sqlitePlain statements of
+// sqliteRows rows, then of the powers of two below (a batch of any size
+// takes a few statement sizes, each compiled once per store). With
+// returning (a replay), every row goes into sqliteReturning statements.
+// The order of rows across statements does not matter: each row is its
+// own key, and one transaction writes them all.
+func planSQLite(texts [][sqliteShared]string, returning bool) sqlitePlan {
+	p := sqlitePlan{order: make([]int, 0, len(texts))}
+	add := func(kind int, rows []int) {
+		for len(rows) > 0 {
+			size := sqliteRows
+			for size > len(rows) {
+				size >>= 1
+			}
+			p.chunks = append(p.chunks, sqliteChunk{start: len(p.order), size: size, kind: kind})
+			p.need[kind] |= uint(size)
+			p.order = append(p.order, rows[:size]...)
+			rows = rows[size:]
+		}
+	}
+	if returning {
+		all := make([]int, len(texts))
+		for i := range all {
+			all[i] = i
+		}
+		add(sqliteReturning, all)
+		return p
+	}
+	// Groups of rows with the same texts, in the order of their first
+	// rows; consecutive rows are compared before the map is asked.
+	var groups [][]int
+	index := map[[sqliteShared]string]int{}
+	last := -1
+	for i := range texts {
+		if last < 0 || texts[i] != texts[groups[last][0]] {
+			g, ok := index[texts[i]]
+			if !ok {
+				g = len(groups)
+				index[texts[i]] = g
+				groups = append(groups, nil)
+			}
+			last = g
+		}
+		groups[last] = append(groups[last], i)
+	}
+	// A group's rows beyond its largest multiple of sqliteMinSame (a power
+	// of two) go with the rest: its statements are then of 64, 32, 16
+	// and 8 rows, none smaller.
+	var rest []int
+	for _, g := range groups {
+		n := len(g) &^ (sqliteMinSame - 1)
+		add(sqliteSame, g[:n])
+		rest = append(rest, g[n:]...)
+	}
+	slices.Sort(rest)
+	add(sqlitePlain, rest)
+	return p
+}
+
+// sqliteInserts returns the prepared INSERTs of each kind and of 1, 2, 4
+// ... sqliteRows rows, need[kind] having bit k set for each one a batch
+// needs (the others may be nil), preparing those not prepared yet, and
+// the usage rollup's upsert. Statements of other sizes would each be
+// compiled for one use (a statement of 64 rows is about 300 µs to
 // compile, 1.4 % of the server's CPU under load on SQLite, bench/overhead
 // -server-profile).
-func (s *Store) sqliteInserts(ctx context.Context, n int, returning bool) (*[sqliteSizes]*sql.Stmt, *sql.Stmt, error) {
+func (s *Store) sqliteInserts(ctx context.Context, need [sqliteKinds]uint) (*[sqliteKinds][sqliteSizes]*sql.Stmt, *sql.Stmt, error) {
 	s.insertsMu.Lock()
 	defer s.insertsMu.Unlock()
 	if s.usage == nil {
@@ -369,25 +474,19 @@ func (s *Store) sqliteInserts(ctx context.Context, n int, returning bool) (*[sql
 		}
 		s.usage = st
 	}
-	need := n % sqliteRows
-	if n >= sqliteRows {
-		need |= sqliteRows
-	}
-	set := &s.inserts[0]
-	if returning {
-		set = &s.inserts[1]
-	}
-	for k := range sqliteSizes {
-		if need&(1<<k) == 0 || set[k] != nil {
-			continue
+	for kind := range sqliteKinds {
+		for k := range sqliteSizes {
+			if need[kind]&(1<<k) == 0 || s.inserts[kind][k] != nil {
+				continue
+			}
+			st, err := s.db.PrepareContext(ctx, sqliteInsert(1<<k, kind))
+			if err != nil {
+				return nil, nil, fmt.Errorf("preparing audit insert: %w", err)
+			}
+			s.inserts[kind][k] = st
 		}
-		st, err := s.db.PrepareContext(ctx, sqliteInsert(1<<k, returning))
-		if err != nil {
-			return nil, nil, fmt.Errorf("preparing audit insert: %w", err)
-		}
-		set[k] = st
 	}
-	stmts := *set
+	stmts := s.inserts
 	return &stmts, s.usage, nil
 }
 
@@ -395,17 +494,18 @@ func (s *Store) sqliteInserts(ctx context.Context, n int, returning bool) (*[sql
 // already: the batch is rolled back and written again with RETURNING.
 var errReplayed = errors.New("audit batch holds stored rows")
 
-// insertSQLite writes entries in multi-row INSERTs of sqliteRows rows, the
-// rest in INSERTs of the powers of two below it, and counts the rows they
-// took into the usage rollup, with stmts and usage (from sqliteInserts)
-// run in tx.
+// insertSQLite writes entries, texts[i] being entry i's text columns, in
+// the INSERTs of plan (planSQLite), with stmts and usage (from
+// sqliteInserts) run in tx, and counts the rows they took into the usage
+// rollup.
 //
-// Without returning, a statement that took all its rows took every one
+// Without RETURNING, a statement that took all its rows took every one
 // (nearly every batch); one that took fewer fails the batch with
-// errReplayed, for Insert to write it again with returning, where the
-// statements return the ids they took. RETURNING costs SQLite a temporary
-// table of the rows and database/sql a scan per row.
-func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt, usageStmt *sql.Stmt, entries []Entry, returning bool) error {
+// errReplayed, for Insert to write it again with sqliteReturning
+// statements, which return the ids they took. RETURNING costs SQLite a
+// temporary table of the rows and database/sql a scan per row.
+func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteKinds][sqliteSizes]*sql.Stmt, usageStmt *sql.Stmt,
+	entries []Entry, texts [][sqliteShared]string, plan sqlitePlan) error {
 	args := make([]any, 0, 13*min(len(entries), sqliteRows))
 	taken := make(map[string]bool, len(entries))
 	usage := map[usageKey]int64{}
@@ -422,53 +522,49 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 		return v
 	}
 	var days dayCache
-	count := func(e *Entry) {
-		if !isChange(e) {
-			usage[usageKey{string(e.Tenant), days.format(e.Time), clip(e.Instance), clip(e.Agent), clip(e.Outcome)}]++
+	count := func(i int) {
+		if e := &entries[i]; !isChange(e) {
+			t := &texts[i]
+			usage[usageKey{t[0], days.format(e.Time), t[1], t[3], t[8]}]++
 		}
 	}
-	for len(entries) > 0 {
-		size := sqliteRows
-		for size > len(entries) {
-			size >>= 1
-		}
-		chunk := entries[:size]
-		entries = entries[size:]
+	for _, c := range plan.chunks {
+		chunk := plan.order[c.start : c.start+c.size]
 		args = args[:0]
 		var first [sqliteShared]string
-		for i := range chunk {
-			e := &chunk[i]
-			texts := [sqliteShared]string{string(e.Tenant), clip(e.Instance), clip(e.Caller), clip(e.Agent),
-				clip(e.Actor), clip(e.Subject), clip(e.Tool), clip(e.Action), clip(e.Outcome)}
+		for i, j := range chunk {
+			e := &entries[j]
 			args = append(args, e.ID, unixNano(e.Time))
-			for k, t := range texts {
-				// A value equal to the chunk's first row's is bound as
-				// NULL: the statement takes the first row's (see
-				// sqliteInsert).
+			for k, t := range texts[j] {
+				// In a sqliteSame statement the rows after the first
+				// bind no text; in the others a value equal to the
+				// chunk's first row's is bound as NULL: the statement
+				// takes the first row's (see sqliteInsert).
 				switch {
 				case i == 0:
 					first[k] = t
 					args = append(args, box(t))
+				case c.kind == sqliteSame:
 				case t == first[k]:
 					args = append(args, nil)
 				default:
 					args = append(args, box(t))
 				}
 			}
-			args = append(args, e.Status, e.LatencyUs)
+			args = append(args, int64(e.Status), e.LatencyUs)
 		}
-		st := tx.StmtContext(ctx, stmts[bits.TrailingZeros(uint(size))])
-		if !returning {
+		st := tx.StmtContext(ctx, stmts[c.kind][bits.TrailingZeros(uint(c.size))])
+		if c.kind != sqliteReturning {
 			res, err := st.ExecContext(ctx, args...)
 			st.Close()
 			if err != nil {
 				return fmt.Errorf("writing audit rows: %w", err)
 			}
-			if n, err := res.RowsAffected(); err != nil || n != int64(size) {
+			if n, err := res.RowsAffected(); err != nil || n != int64(c.size) {
 				return errReplayed
 			}
-			for i := range chunk {
-				count(&chunk[i])
+			for _, j := range chunk {
+				count(j)
 			}
 			continue
 		}
@@ -493,9 +589,9 @@ func insertSQLite(ctx context.Context, tx *sql.Tx, stmts *[sqliteSizes]*sql.Stmt
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("writing audit rows: %w", err)
 		}
-		for i := range chunk {
-			if taken[chunk[i].ID] {
-				count(&chunk[i])
+		for _, j := range chunk {
+			if taken[entries[j].ID] {
+				count(j)
 			}
 		}
 	}
@@ -545,8 +641,8 @@ func addUsageSQLite(ctx context.Context, st *sql.Stmt, usage map[usageKey]int64)
 	return nil
 }
 
-// sqliteInsert is the INSERT of n rows with positional parameters,
-// returning the ids of the rows it took or not.
+// sqliteInsert is the INSERT of n rows of kind (sqlitePlain,
+// sqliteReturning, sqliteSame) with positional parameters.
 //
 // It is INSERT OR FAIL: a statement that may abort (ABORT, SQLite's
 // default for a NOT NULL violation) makes SQLite keep a statement journal
@@ -569,8 +665,12 @@ func addUsageSQLite(ctx context.Context, st *sql.Stmt, usage map[usageKey]int64)
 // columns are NOT NULL, so a NULL bound always means the first row's
 // value. The first row's parameters are numbered before any ?k refers to
 // them, so the bare parameters keep their positions (SQLite numbers a
-// bare ? one above the largest number so far).
-func sqliteInsert(n int, returning bool) string {
+// bare ? one above the largest number so far). In a sqliteSame statement
+// those columns are ?k alone, and a row after the first has four
+// parameters: its id, time, status and latency.
+//
+// sqliteReturning returns the ids of the rows it took.
+func sqliteInsert(n int, kind int) string {
 	var b strings.Builder
 	b.WriteString(strings.Replace(insertColumns, "INSERT INTO", "INSERT OR FAIL INTO", 1))
 	b.WriteString(" VALUES ")
@@ -585,12 +685,16 @@ func sqliteInsert(n int, returning bool) string {
 		b.WriteString("(?,?")
 		for k := range sqliteShared {
 			// The first row's parameter of shared column k is ?(3+k).
-			b.WriteString(",coalesce(?,?" + strconv.Itoa(3+k) + ")")
+			if kind == sqliteSame {
+				b.WriteString(",?" + strconv.Itoa(3+k))
+			} else {
+				b.WriteString(",coalesce(?,?" + strconv.Itoa(3+k) + ")")
+			}
 		}
 		b.WriteString(",?,?)")
 	}
 	b.WriteString(" ON CONFLICT (tenant_id, at, id) DO NOTHING")
-	if returning {
+	if kind == sqliteReturning {
 		b.WriteString(" RETURNING id")
 	}
 	return b.String()

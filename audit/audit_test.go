@@ -174,16 +174,7 @@ func TestInsertRowsDifferingFromTheFirst(t *testing.T) {
 		if len(got) != len(want) {
 			t.Fatalf("%d rows stored, want %d", len(got), len(want))
 		}
-		for _, w := range want {
-			g := got[w.ID]
-			if !g.Time.Equal(w.Time) {
-				t.Errorf("row %s: time %v, want %v", w.ID, g.Time, w.Time)
-			}
-			g.Time = w.Time
-			if g != w {
-				t.Errorf("row %s:\n got %+v\nwant %+v", w.ID, g, w)
-			}
-		}
+		sameRows(t, got, want)
 	})
 }
 
@@ -261,4 +252,92 @@ func TestUsageCountsWhatIsStored(t *testing.T) {
 			t.Fatalf("%d calls counted: the change rows were counted", total)
 		}
 	})
+}
+
+// Rows with the same texts go, eight or more at a time, into INSERTs that
+// bind only their id, time, status and latency (planSQLite): groups of
+// every size around those bounds, interleaved with each other and with
+// rows of their own, are each stored once with their own values, and
+// counted once in the usage rollup, also when the batch is written again
+// with new rows (a replay).
+func TestInsertGroupsOfSameTexts(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		store := audit.NewStore(db)
+		addTenants(t, db, "ten_g")
+		at := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
+		sizes := []int{1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 72, 130}
+		var want []audit.Entry
+		left := append([]int(nil), sizes...)
+		for i := 0; ; i++ {
+			// Round robin over the groups still short of their size, so
+			// that every group's rows are spread over the batch.
+			g := -1
+			for k := range left {
+				if left[(i+k)%len(left)] > 0 {
+					g = (i + k) % len(left)
+					break
+				}
+			}
+			if g < 0 {
+				break
+			}
+			left[g]--
+			n := len(want)
+			want = append(want, audit.Entry{ID: fmt.Sprintf("aud_g%04d", n), Time: at.Add(time.Duration(n) * time.Microsecond),
+				Tenant: "ten_g", Instance: fmt.Sprintf("crm%d", g), Caller: "cal_1", Agent: "bot", Actor: "alice",
+				Subject: "bob", Tool: "contacts", Action: []string{"list", "get"}[g%2], Outcome: []string{"ok", "denied", "ok"}[g%3],
+				Status: 200 + n%7, LatencyUs: int64(n)})
+		}
+		check := func(stored []audit.Entry) {
+			t.Helper()
+			rows, err := store.List(ctx, "ten_g", audit.Query{Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]audit.Entry{}
+			for _, r := range rows {
+				got[r.ID] = r
+			}
+			if len(rows) != len(stored) || len(got) != len(stored) {
+				t.Fatalf("%d rows stored (%d distinct), want %d", len(rows), len(got), len(stored))
+			}
+			sameRows(t, got, stored)
+			u, err := store.Usage(ctx, "ten_g", audit.UsageQuery{From: at.Add(-48 * time.Hour), To: at.Add(48 * time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.Calls != int64(len(stored)) {
+				t.Fatalf("%d calls counted, want %d", u.Calls, len(stored))
+			}
+		}
+		// The first half, then all of it: the second batch replays the
+		// first half's rows.
+		half := append([]audit.Entry(nil), want[:len(want)/2]...)
+		if err := store.Insert(ctx, half); err != nil {
+			t.Fatal(err)
+		}
+		check(want[:len(want)/2])
+		if err := store.Insert(ctx, append([]audit.Entry(nil), want...)); err != nil {
+			t.Fatal(err)
+		}
+		check(want)
+	})
+}
+
+// sameRows reports each row of want that got, the stored rows by ID, does
+// not hold with the same values.
+func sameRows(t *testing.T, got map[string]audit.Entry, want []audit.Entry) {
+	t.Helper()
+	for _, w := range want {
+		g := got[w.ID]
+		if !g.Time.Equal(w.Time) {
+			t.Errorf("row %s: time %v, want %v", w.ID, g.Time, w.Time)
+		}
+		g.Time = w.Time
+		if g != w {
+			t.Errorf("row %s:\n got %+v\nwant %+v", w.ID, g, w)
+		}
+	}
 }
