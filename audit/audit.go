@@ -162,9 +162,8 @@ func (e *Entry) boundTexts() {
 // Insert writes entries in one transaction. Entries without an ID or a
 // time get one. A row whose ID is already stored is skipped, so replaying
 // a batch (from the spool, after an uncertain commit) writes each row once
-// (the stores compare the key the row was stored under, the ID with the
-// time, and on SQLite the tenant: a replayed row has all three of its
-// first write).
+// (the stores compare the key the row was stored under, its tenant, time
+// and ID: a replayed row has all three of its first write).
 //
 // Rows go in as few statements as possible, since the statement count,
 // not the row count, was most of the audit's cost under load (a quarter
@@ -339,7 +338,7 @@ func insertPostgres(ctx context.Context, tx *sql.Tx, entries []Entry) error {
 const postgresReplay = `WITH ins AS (` + insertColumns + `
 		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bigint[])
-		ON CONFLICT (id, at) DO NOTHING
+		ON CONFLICT (tenant_id, at, id) DO NOTHING
 		RETURNING tenant_id, at, instance, agent_id, outcome, tool, caller_id)
 	INSERT INTO audit_usage (tenant_id, day, instance, agent_id, outcome, calls)
 		SELECT tenant_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), instance, agent_id, outcome, count(*)
@@ -977,9 +976,6 @@ func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, c
 	user := ""
 	if q.User != "" {
 		user = arg(q.User)
-		if dialect != database.SQLite {
-			where = append(where, "(actor = "+user+" OR subject = "+user+")")
-		}
 	}
 	switch q.Outcome {
 	case "":
@@ -1017,19 +1013,23 @@ func pageQuery(dialect database.Dialect, tenant switchboard.TenantID, q Query, c
 	limit := arg(q.Limit + 1)
 	const sel = `SELECT id, at, tenant_id, instance, caller_id, agent_id, actor, subject,
 		tool, action, outcome, status, latency_us FROM audit_log`
-	from := ""
+	from, actorIndex, subjectIndex := "", "", ""
+	if dialect == database.SQLite {
+		actorIndex, subjectIndex = " INDEXED BY audit_log_tenant_actor_at", " INDEXED BY audit_log_tenant_subject_at"
+	}
 	switch {
-	case dialect != database.SQLite:
 	case user != "":
 		// A user's rows are those they acted in plus those made with
 		// their credentials by someone else (subject <> actor, the only
-		// rows the subject index holds), two disjoint ranges that SQLite
-		// merges in order.
-		return sel + ` INDEXED BY audit_log_tenant_actor_at
+		// rows the subject index holds, on both stores: migrations
+		// sqlite/0028, postgres/0031), two disjoint ranges that the
+		// store merges in order.
+		return sel + actorIndex + `
 		WHERE ` + strings.Join(append(where, "actor = "+user), " AND ") + `
-		UNION ALL ` + sel + ` INDEXED BY audit_log_tenant_subject_at
+		UNION ALL ` + sel + subjectIndex + `
 		WHERE ` + strings.Join(append(where, "subject = "+user, "subject <> actor"), " AND ") + `
 		ORDER BY ` + order + ` LIMIT ` + limit, args
+	case dialect != database.SQLite:
 	case q.Agent != "":
 		from = " INDEXED BY audit_log_tenant_agent_at"
 	case q.Instance != "":

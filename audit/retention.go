@@ -71,13 +71,13 @@ func (s *Store) Retain(ctx context.Context, now time.Time) (RetainStats, error) 
 		if err != nil {
 			return st, err
 		}
-		if err := s.deleteBatches(ctx, &st, `DELETE FROM audit_log_default WHERE id IN
-			(SELECT id FROM audit_log_default WHERE at < $1 LIMIT $2)`, cutoff); err != nil {
+		if err := s.deleteBatches(ctx, &st, `DELETE FROM audit_log_default WHERE (tenant_id, at, id) IN
+			(SELECT tenant_id, at, id FROM audit_log_default WHERE at < $1 LIMIT $2)`, cutoff); err != nil {
 			return st, err
 		}
 		for t, days := range short {
-			if err := s.deleteBatches(ctx, &st, `DELETE FROM audit_log WHERE (id, at) IN
-				(SELECT id, at FROM audit_log WHERE tenant_id = $1 AND at < $2 LIMIT $3)`, t, now.AddDate(0, 0, -days)); err != nil {
+			if err := s.deleteBatches(ctx, &st, `DELETE FROM audit_log WHERE tenant_id = $1 AND (at, id) IN
+				(SELECT at, id FROM audit_log WHERE tenant_id = $1 AND at < $2 ORDER BY at, id LIMIT $3)`, t, now.AddDate(0, 0, -days)); err != nil {
 				return st, err
 			}
 		}
