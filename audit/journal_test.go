@@ -29,6 +29,11 @@ func crash(j *Journal) {
 	if j.cur != nil && j.cur.f != nil {
 		path = filepath.Join(j.dir, j.cur.name)
 		j.cur.f.Close()
+		if j.cur.mem != nil {
+			// What was copied stays in the page cache, as after a kill.
+			unmapSegment(j.cur.mem)
+			j.cur.unmapped = true
+		}
 	}
 	j.cur = nil
 	// A process that dies releases its lock at once. In this test process
@@ -82,18 +87,40 @@ func segmentFiles(t *testing.T, dir, pattern string) []string {
 
 // Rows appended by concurrent callers are all there after a crash, each
 // once; a live process's segment is not touched by a second opener.
+// Both ways: segments mapped, and written with write(2) where the
+// filesystem refuses to preallocate or map.
 func TestJournalKeepsEveryRowThroughACrash(t *testing.T) {
 	t.Parallel()
+	for _, noMap := range []bool{false, true} {
+		t.Run(fmt.Sprint("write(2)=", noMap), func(t *testing.T) {
+			t.Parallel()
+			keepsEveryRow(t, noMap)
+		})
+	}
+}
+
+func keepsEveryRow(t *testing.T, noMap bool) {
 	dir := t.TempDir()
 	j, left, err := OpenJournal(dir, time.Millisecond, 0, slog.New(slog.DiscardHandler))
 	if err != nil || len(left.Rows) != 0 {
 		t.Fatal(err, left)
 	}
+	j.noMap = noMap
 	ids := journalRows(t, j, 400)
 	groups, records := j.stats()
 	t.Logf("%d rows in %d writes", records, groups)
 	if records != 400 || groups < 1 || groups > 400 {
 		t.Fatalf("records %d in %d writes", records, groups)
+	}
+	// The way taken: a mapped segment is preallocated to its full size,
+	// a write(2) one holds the records' bytes.
+	path := filepath.Join(dir, j.cur.name)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mapped := j.cur.mem != nil; mapped == noMap || (mapped && st.Size() != 4<<20) || (!mapped && st.Size() != j.cur.size) {
+		t.Fatalf("segment of %d bytes (records %d), mapped %v", st.Size(), j.cur.size, mapped)
 	}
 	// Another process starting on the directory leaves a live segment.
 	other, left, err := OpenJournal(dir, 0, 0, slog.New(slog.DiscardHandler))
@@ -143,12 +170,10 @@ func TestJournalTornAndCorruptSegments(t *testing.T) {
 	for _, j := range js {
 		journalRows(t, j, 10)
 		path := filepath.Join(dir, j.cur.name)
+		// The records' end: a mapped segment's file is longer.
+		size := j.cur.size
 		crash(j)
-		st, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		paths, sizes = append(paths, path), append(sizes, st.Size())
+		paths, sizes = append(paths, path), append(sizes, size)
 	}
 	// Torn: the last record loses its last 5 bytes.
 	if err := os.Truncate(paths[0], sizes[0]-5); err != nil {
