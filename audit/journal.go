@@ -788,6 +788,6 @@ func (j *Journal) Close() {
 	}
 }
 
-// JournalStats are the journal's counters: records written, in how many
-// write(2) calls.
+// stats are the journal's counters: records written, in how many writes
+// (a write(2) of a group, or the copy of one record into a mapping).
 func (j *Journal) stats() (groups, records int64) { return j.groups.Load(), j.records.Load() }

@@ -258,8 +258,9 @@ type Stats struct {
 	// Memory and Spool are the rows waiting now, in memory and on disk.
 	Memory int64 `json:"memory"`
 	Spool  int64 `json:"spool"`
-	// JournalWrites and JournalRows count the journal's write(2) calls
-	// and the rows they carried; Unjournaled the rows it could not take
+	// JournalWrites and JournalRows count the journal's writes (a
+	// write(2), or a row copied into a mapped segment) and the rows they
+	// carried; Unjournaled the rows it could not take
 	// (kept in memory only, logged); JournalBad the segments set aside as
 	// *.bad at start.
 	JournalWrites int64 `json:"journal_writes"`
