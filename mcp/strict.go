@@ -27,17 +27,20 @@ type member struct {
 
 // envelope is a single JSON-RPC message, split strictly.
 type envelope struct {
-	method    string
+	method  string
+	id      []byte // raw; nil when absent
+	params  []byte // raw; nil when absent
+	jsonrpc string
+	raw     []byte // the whole message
+	name    string // params.name of a tools/call, once toolName read it
+
+	// The flags after the other fields, in one word: an envelope is part
+	// of the MCP handler's per-request allocation (requestState), which
+	// they keep in its size class.
 	hasMethod bool
-	id        []byte // raw; nil when absent
-	params    []byte // raw; nil when absent
 	result    bool
 	error     bool
-	jsonrpc   string
-	raw       []byte // the whole message
-
-	name     string // params.name of a tools/call, once toolName read it
-	nameRead bool
+	nameRead  bool // name is set
 }
 
 // Member names the protocol reads, by object.
