@@ -279,6 +279,20 @@ type keyApplier struct {
 	parts    []part
 	one      [1]part // parts of a credential that is one secret
 	sec      [1]secrets.Secret
+	// headers is where the Dispatcher keeps the header maps it made with
+	// this applier (registry.FixedHeaderApplier): a credential in a
+	// header is the same on every request.
+	headers registry.HeaderCache
+}
+
+// HeaderCache implements registry.FixedHeaderApplier: Apply of a
+// credential delivered in a header sets that header, always to the same
+// value (parts never change).
+func (k *keyApplier) HeaderCache() *registry.HeaderCache {
+	if k.delivery != DeliveryHeader {
+		return nil
+	}
+	return &k.headers
 }
 
 // Format implements fmt.Formatter: fmt reaches unexported fields by

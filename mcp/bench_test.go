@@ -52,18 +52,21 @@ func BenchmarkToolsCall(b *testing.B) {
 	perCall, perCallBytes := allocs/float64(b.N)-dAllocs/baselineCalls, bytes/float64(b.N)-dBytes/baselineCalls
 	b.ReportMetric(perCall, "sb-allocs/op")
 	b.ReportMetric(perCallBytes, "sb-B/op")
-	if b.N >= 1000 && perCall > maxAllocsPerCall {
+	// A profile at a finer rate than the default (-memprofilerate 1)
+	// counts more (3 to 8 per call in two runs): the gate is for the
+	// default rate.
+	if b.N >= 1000 && perCall > maxAllocsPerCall && runtime.MemProfileRate >= 512*1024 {
 		b.Errorf("Switchboard allocates %.0f times per tools/call (%.0f bytes), more than the gate of %d (goal: 100 and 8 KB)",
 			perCall, perCallBytes, maxAllocsPerCall)
 	}
 }
 
 // maxAllocsPerCall is CI's gate on what Switchboard allocates per
-// tools/call: 120, as issue 13 asks (the goal of 100 and a margin for
-// background goroutines: the audit writer, the connection pools). The
-// count was 115.5 when the gate reached 120 (from 364): lower it with
-// every cut, never raise it.
-const maxAllocsPerCall = 120
+// tools/call: 115 since the count reached 111.0–111.6 (the shared
+// credential header; 120, as issue 13 asks, from a count of 115.5; 364
+// at the start), with a margin for background goroutines (the audit
+// writer, the connection pools): lower it with every cut, never raise it.
+const maxAllocsPerCall = 115
 
 // allocsOf runs f n times and returns the allocations and bytes allocated
 // meanwhile, by every goroutine.

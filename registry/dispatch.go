@@ -191,7 +191,16 @@ func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Respon
 			}
 		}
 	}
-	req, err := BuildRequest(reqCtx, c)
+	// A request to an http.Transport may take its credential's shared
+	// header map, with the Accept-Encoding that askGzip would add.
+	share := shareNone
+	if t, ok := rt.(*http.Transport); ok {
+		share = sharePlain
+		if !t.DisableCompression && c.Op != nil && c.Op.Method != http.MethodHead {
+			share = shareGzip
+		}
+	}
+	req, shared, err := buildRequest(reqCtx, c, share)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +208,15 @@ func (d *Dispatcher) DoInto(ctx context.Context, c Call, out *Response) (*Respon
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	resp, gzipAsked, err := send(client, rt, req)
+	var resp *http.Response
+	var gzipAsked bool
+	if shared {
+		// askGzip's answer is the map's.
+		gzipAsked = share == shareGzip
+		resp, err = roundTrip(rt, req)
+	} else {
+		resp, gzipAsked, err = send(client, rt, req)
+	}
 	if err != nil {
 		// The transport's error text holds the URL, which may carry a
 		// credential in its query: it is not kept.
@@ -249,11 +266,17 @@ func send(client *http.Client, rt http.RoundTripper, req *http.Request) (*http.R
 		return resp, false, err
 	}
 	gzipAsked := askGzip(rt, req)
+	resp, err := roundTrip(rt, req)
+	return resp, gzipAsked, err
+}
+
+// roundTrip sends req to rt.
+func roundTrip(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
 	resp, err := rt.RoundTrip(req)
 	if err == nil && resp == nil {
 		err = errors.New("the transport returned no response")
 	}
-	return resp, gzipAsked, err
+	return resp, err
 }
 
 // readUpTo reads resp's body, at most limit+1 bytes (one more than the
@@ -302,12 +325,28 @@ func invalidArgs(op *Operation, format string, args ...any) error {
 // the body in the operation's content type, and applies the credentials
 // last.
 func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
+	req, _, err := buildRequest(ctx, c, shareNone)
+	return req, err
+}
+
+// What a request's header map may be (buildRequest).
+const (
+	shareNone  = iota // its own
+	sharePlain        // shared, without Accept-Encoding (sharedHeader)
+	shareGzip         // shared, with Accept-Encoding: gzip
+)
+
+// buildRequest is BuildRequest; with share other than shareNone, a request
+// that needs no header but Accept and the credential's, and no body, gets
+// the shared read-only header map of its credential (sharedHeader), with
+// Accept-Encoding: gzip for shareGzip, and shared reports it.
+func buildRequest(ctx context.Context, c Call, share int) (req *http.Request, shared bool, err error) {
 	op := c.Op
 	if op == nil {
-		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "no operation to call")
+		return nil, false, switchboard.E(switchboard.ErrInvalid, "invalid_config", "no operation to call")
 	}
 	if err := op.Load(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	args := argSet{m: c.Args, list: c.Strings}
 	if args.m == nil && (args.list == nil || !op.validStrings(args.list)) {
@@ -324,10 +363,10 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 		}
 		if len(unknown) > 0 {
 			slices.Sort(unknown)
-			return nil, invalidArgs(op, "unknown %s; expects %s", strings.Join(unknown, ", "), op.expects())
+			return nil, false, invalidArgs(op, "unknown %s; expects %s", strings.Join(unknown, ", "), op.expects())
 		}
 		if err := op.Validate(args.m); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	server := op.Server
@@ -336,13 +375,13 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 	}
 	u, err := baseURL(c.BaseURL, c.Base, server)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if u.RawPath, err = fillPath(strings.TrimRight(u.EscapedPath(), "/")+"/", op, args); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
-		return nil, invalidArgs(op, "a path parameter cannot be encoded")
+		return nil, false, invalidArgs(op, "a path parameter cannot be encoded")
 	}
 
 	var query []string
@@ -384,7 +423,7 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 				}
 			}
 			if strings.ContainsAny(s, "\r\n") {
-				return nil, invalidArgs(op, "header parameter %q holds a line break", p.Name)
+				return nil, false, invalidArgs(op, "header parameter %q holds a line break", p.Name)
 			}
 			header.Set(p.Name, s)
 		case "cookie":
@@ -395,7 +434,7 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 				}
 			}
 			if strings.ContainsAny(s, ";\r\n\x00") {
-				return nil, invalidArgs(op, "cookie parameter %q holds a character a cookie cannot carry", p.Name)
+				return nil, false, invalidArgs(op, "cookie parameter %q holds a character a cookie cannot carry", p.Name)
 			}
 			cookies = append(cookies, &http.Cookie{Name: p.Name, Value: s, Quoted: false})
 		}
@@ -411,18 +450,30 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 			}
 			b, ct, err := encodeBody(op, v)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			body, contentType = bytes.NewReader(b), ct
 		}
 	}
+	u.Host = strings.TrimSuffix(u.Host, ":")
+	if share != shareNone && ctx != nil && body == nil && len(c.Header) == 0 && len(header) == 0 && len(cookies) == 0 &&
+		(op.Accept == "" || op.Accept == "application/json") && standardMethod(op.Method) {
+		if h, ok := sharedHeader(c.Credentials, share == shareGzip); ok {
+			// What NewRequestWithContext makes of a request without a
+			// body, but for the header map (TestSharedHeaderRequest):
+			// the request is the only allocation besides its URL.
+			nu := new(url.URL)
+			*nu = u
+			r := http.Request{Method: op.Method, URL: nu, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Host: u.Host}
+			return r.WithContext(ctx), true, nil
+		}
+	}
 	// The request takes u as built, rather than u written out and parsed
 	// again: its Host as NewRequest sets it (an empty port dropped).
-	req, err := http.NewRequestWithContext(ctx, op.Method, "", body)
+	req, err = http.NewRequestWithContext(ctx, op.Method, "", body)
 	if err != nil {
-		return nil, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the request for %s cannot be built", op.Name)
+		return nil, false, switchboard.E(switchboard.ErrInvalid, "invalid_config", "the request for %s cannot be built", op.Name)
 	}
-	u.Host = strings.TrimSuffix(u.Host, ":")
 	*req.URL = u // into the URL NewRequest made
 	req.Host = u.Host
 	for k, vs := range c.Header {
@@ -450,10 +501,10 @@ func BuildRequest(ctx context.Context, c Call) (*http.Request, error) {
 			apply = func(req *http.Request) error { return oa.ApplyOperation(op, req) }
 		}
 		if err := apply(req); err != nil {
-			return nil, fmt.Errorf("applying credentials for %s: %w", op.Name, err)
+			return nil, false, fmt.Errorf("applying credentials for %s: %w", op.Name, err)
 		}
 	}
-	return req, nil
+	return req, false, nil
 }
 
 // argSet is a call's arguments: a map, or a list of strings (Call.Strings)
@@ -483,6 +534,18 @@ func (a argSet) get(name string) (v any, s string, ok bool) {
 		return nil, s, true
 	}
 	return v, "", true
+}
+
+// standardMethod reports whether m is one of the methods net/http names,
+// which NewRequestWithContext accepts (it refuses a method that is not a
+// token).
+func standardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // acceptJSON is the Accept header of most upstream requests, shared:

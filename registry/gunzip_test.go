@@ -72,12 +72,7 @@ func TestDispatcherGzipMatchesTransport(t *testing.T) {
 	})
 	// HTTP/1.1, and HTTP/2 over TLS (the transport's HTTP/2 side asks
 	// for and decodes gzip by rules of its own).
-	h1 := httptest.NewServer(handler)
-	t.Cleanup(h1.Close)
-	h2 := httptest.NewUnstartedServer(handler)
-	h2.EnableHTTP2 = true
-	h2.StartTLS()
-	t.Cleanup(h2.Close)
+	h1, h2 := upstreams(t, handler)
 	for _, srv := range []*httptest.Server{h1, h2} {
 		matchTransportGzip(t, srv, bodies, doc, &mu, &asked)
 	}
