@@ -205,6 +205,11 @@ func TestJournalPopulatesAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if j.cur.mem == nil {
+		// CI runs on ext4, where segments are mapped: there the mapped way
+		// must be the one taken, not silently the fallback.
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the temporary directory's filesystem does not preallocate: segments are written with write(2)")
+		}
 		t.Skip("the filesystem of the temporary directory does not preallocate: segments are written with write(2)")
 	}
 	populated := func() int64 {
