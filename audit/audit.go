@@ -292,7 +292,7 @@ func (r *copyRows) Values() ([]any, error) {
 	// array is reused.
 	r.values = [13]any{e.ID, e.Time.UTC(), string(e.Tenant), instance, caller, agent, clip(e.Actor), clip(e.Subject),
 		tool, clip(e.Action), outcome, int32(e.Status), e.LatencyUs}
-	if !isChange(&Entry{Tool: tool, Caller: caller}) {
+	if !isChange(e) {
 		r.usage[usageKey{string(e.Tenant), r.days.format(e.Time), instance, agent, outcome}]++
 	}
 	return r.values[:], nil

@@ -360,11 +360,8 @@ func (j *Journal) Append(e *Entry) error {
 		s.size += int64(n)
 		s.pending++
 		j.dirty = true
-		if !j.noPopulate && s.populated-s.size < populateAhead/2 {
-			select {
-			case j.kick <- struct{}{}:
-			default:
-			}
+		if s.populated-s.size < populateAhead/2 {
+			j.askPopulate()
 		}
 		j.mu.Unlock()
 		j.groups.Add(1)
@@ -399,6 +396,19 @@ func (j *Journal) Append(e *Entry) error {
 		e.jseg = seg
 	}
 	return err
+}
+
+// askPopulate asks the background goroutine to fault in the pages ahead
+// of the write cursor (populateAhead), unless the kernel refused it or it
+// was asked already. Called with mu held.
+func (j *Journal) askPopulate() {
+	if j.noPopulate {
+		return
+	}
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
 }
 
 // copyRecord copies one record of payload into dst (a mapping) and returns
@@ -460,11 +470,8 @@ func (j *Journal) writeGroup() {
 		old = j.cur
 		j.seq++
 		j.cur, err = j.create(j.seq)
-		if err == nil && j.cur.mem != nil && !j.noPopulate {
-			select {
-			case j.kick <- struct{}{}:
-			default:
-			}
+		if err == nil && j.cur.mem != nil {
+			j.askPopulate()
 		}
 	}
 	seg := j.cur
